@@ -1,0 +1,172 @@
+"""The GitHub Actions runtime: outputs, step summary, annotations, masking and log groups.
+
+Inside Actions the environment files (``GITHUB_OUTPUT``, ``GITHUB_STEP_SUMMARY``) are appended to and
+workflow commands are printed. Outside Actions the same calls print readable text, and a summary file
+given on the command line receives the Markdown. Everything that is printed or written passes through
+the mask, so a registered secret never leaves the process, whatever the caller does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+# GitHub shows at most 1 MiB of summary per step; above that the upload fails (with an annotation).
+SUMMARY_LIMIT_BYTES = 1024 * 1024
+_TRUNCATION_NOTICE = (
+    "\n\n> [!WARNING]\n> The step summary was truncated at GitHub's 1 MiB limit; "
+    "the full details are in the receipts in the state directory.\n"
+)
+
+
+def escape_data(value: str) -> str:
+    """Workflow-command message escaping (``%``, CR, LF), as the Actions toolkit does."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """Workflow-command property escaping: data escaping plus ``:`` and ``,``."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_output_value(value: Any) -> str:
+    """Outputs are strings; structured values become one-line JSON, booleans ``true``/``false``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=False, ensure_ascii=False)
+
+
+class Runtime:
+    """Talks to the runner. One instance per process; construct it from the environment."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        stdout: TextIO | None = None,
+        summary_file: str | None = None,
+    ) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self._out = stdout if stdout is not None else sys.stdout
+        self.in_actions = self.env.get("GITHUB_ACTIONS") == "true"
+        self._output_path = self.env.get("GITHUB_OUTPUT") or None
+        self._summary_path = summary_file or self.env.get("GITHUB_STEP_SUMMARY") or None
+        self._summary_used = 0
+        self._summary_truncated = False
+        self._masks: list[str] = []
+        self.outputs: dict[str, str] = {}
+
+    # --- masking ---------------------------------------------------------------------------------
+    def mask(self, value: str | None) -> None:
+        """Register a secret: printed as ``::add-mask::`` in Actions, and scrubbed from all we emit."""
+        if not value or value in self._masks:
+            return
+        self._masks.append(value)
+        self._masks.sort(key=len, reverse=True)
+        if self.in_actions:
+            # The mask command itself must not be scrubbed, or the runner would never learn the value.
+            self._out.write(f"::add-mask::{escape_data(value)}\n")
+            self._out.flush()
+
+    def scrub(self, text: str) -> str:
+        for secret in self._masks:
+            text = text.replace(secret, "***")
+        return text
+
+    # --- logging -----------------------------------------------------------------------------------
+    def log(self, message: str) -> None:
+        self._out.write(self.scrub(message) + "\n")
+        self._out.flush()
+
+    def annotate(self, level: str, message: str, *, title: str | None = None) -> None:
+        if level not in ("notice", "warning", "error"):
+            raise ValueError(level)
+        message = self.scrub(message)
+        if self.in_actions:
+            props = f" title={escape_property(self.scrub(title))}" if title else ""
+            self._out.write(f"::{level}{props}::{escape_data(message)}\n")
+        else:
+            head = f"{level.upper()}" + (f" [{self.scrub(title)}]" if title else "")
+            self._out.write(f"{head}: {message}\n")
+        self._out.flush()
+
+    def debug(self, message: str) -> None:
+        if self.in_actions:
+            self._out.write(f"::debug::{escape_data(self.scrub(message))}\n")
+            self._out.flush()
+
+    @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        title = self.scrub(title)
+        self._out.write(f"::group::{escape_data(title)}\n" if self.in_actions else f"== {title}\n")
+        self._out.flush()
+        try:
+            yield
+        finally:
+            if self.in_actions:
+                self._out.write("::endgroup::\n")
+                self._out.flush()
+
+    # --- outputs -----------------------------------------------------------------------------------
+    def set_output(self, name: str, value: Any) -> None:
+        text = self.scrub(format_output_value(value))
+        self.outputs[name] = text
+        if self._output_path is None:
+            self._out.write(f"output {name}={text}\n" if "\n" not in text else f"output {name}:\n{text}\n")
+            self._out.flush()
+            return
+        if "\n" in text or "\r" in text:
+            # A random delimiter that cannot occur on its own line in the value (toolkit behaviour).
+            while True:
+                delim = f"ghadelimiter_{secrets.token_hex(16)}"
+                if delim not in text:
+                    break
+            record = f"{name}<<{delim}\n{text}\n{delim}\n"
+        else:
+            record = f"{name}={text}\n"
+        with Path(self._output_path).open("a", encoding="utf-8") as handle:
+            handle.write(record)
+
+    # --- step summary -------------------------------------------------------------------------------
+    def summary(self, markdown: str) -> None:
+        """Append Markdown to the step summary, never exceeding 1 MiB; never raises on I/O errors."""
+        markdown = self.scrub(markdown)
+        if not markdown.endswith("\n"):
+            markdown += "\n"
+        if self._summary_path is None:
+            self._out.write(markdown)
+            self._out.flush()
+            return
+        if self._summary_truncated:
+            return
+        if self._summary_used == 0:
+            try:  # the step may already have written part of its summary (several phases in one step)
+                self._summary_used = Path(self._summary_path).stat().st_size
+            except OSError:
+                self._summary_used = 0
+        data = markdown.encode("utf-8")
+        notice = _TRUNCATION_NOTICE.encode("utf-8")
+        if self._summary_used + len(data) > SUMMARY_LIMIT_BYTES:
+            room = SUMMARY_LIMIT_BYTES - self._summary_used - len(notice)
+            cut = data[: max(room, 0)]
+            # Cut on a line boundary so a table is not left with half a row, and keep valid UTF-8.
+            cut = cut[: cut.rfind(b"\n") + 1] if b"\n" in cut else b""
+            data = cut + notice
+            self._summary_truncated = True
+        try:
+            with Path(self._summary_path).open("ab") as handle:
+                handle.write(data)
+            self._summary_used += len(data)
+        except OSError as exc:  # a summary must never fail the step
+            self.annotate("warning", f"could not write the step summary: {exc.strerror}")
+            self._summary_path = None

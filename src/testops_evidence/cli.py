@@ -1,0 +1,72 @@
+"""Command line: ``testops-evidence <mode> [options]``. One subcommand per mode; options are the
+action's inputs with the same kebab-case names. Secret inputs are not options: a token on a command line
+is visible to every process on the machine, so tokens come only from the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from testops_evidence import __version__
+from testops_evidence.interface import COMMANDS, INPUTS, MODES
+
+_DESCRIPTIONS = {
+    "guard": "admit this run against the contract's trust policy",
+    "bootstrap": "register the contract's cases and plan in TestOps (idempotent)",
+    "launch": "run the test plan in TestOps",
+    "select": "bind the job run to this run and write the selection and matrices",
+    "verify-selection": "worker: re-hash and re-validate the selection",
+    "export": "worker: project cell results into Allure results and a receipt",
+    "upload": "publish the exported results",
+    "verify": "prove the publication landed",
+    "import": "import remote cells from another workflow's artifacts into the ledger",
+    "reconcile": "resolve uncertain mutations by observation",
+    "check": "validate a contract and print a summary of it",
+    "rehearse": "run the whole campaign locally on the files backend",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="testops-evidence",
+        description="Fail-closed evaluation campaigns on GitHub Actions, published to Allure TestOps.",
+        epilog="Exit codes: 0 done, 1 cases failed, 2 usage, 3 integrity refusal, 4 remote failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"testops-evidence {__version__}")
+    sub = parser.add_subparsers(dest="mode", metavar="MODE")
+    for command in COMMANDS:
+        cmd = sub.add_parser(command, help=_DESCRIPTIONS[command], description=_DESCRIPTIONS[command])
+        cmd.add_argument("--summary-file", help="write the step summary Markdown to this file (default: $GITHUB_STEP_SUMMARY, else stdout)")
+        for spec in INPUTS:
+            if spec.name == "mode" or spec.secret:
+                continue
+            if command in MODES and not spec.applies_to(command):
+                continue
+            cmd.add_argument(f"--{spec.name}", dest=spec.name.replace("-", "_"), metavar="VALUE",
+                             help=spec.description.replace("%", "%%"))
+        if command == "rehearse":
+            cmd.add_argument("--workdir", help="where the rehearsal writes (default: ./rehearsal)")
+            cmd.add_argument("--examples", help="the examples directory (default: ./examples)")
+            cmd.add_argument("--report", choices=("auto", "always", "never"), default="auto",
+                             help="generate an Allure Report with `npx allure` (auto: when available)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.mode:
+        parser.print_help()
+        return 2
+    from testops_evidence.actions import Runtime
+    from testops_evidence.runner import run_phase
+
+    values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
+    runtime = Runtime(os.environ, summary_file=args.summary_file)
+    return run_phase(args.mode, values, os.environ, runtime)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The run context: which repository, run, attempt, workflow, commit, event and actors this is.
+
+Three sources, in falling order of trust:
+
+* :func:`rest_context` (module :mod:`testops_evidence.github_run`) — event file *and* the REST run
+  object, cross-checked; used by ``guard`` and the token phases.
+* :func:`env_context` — the runner's ``GITHUB_*`` variables only; used by worker phases to re-validate
+  a selection that the token phase bound to the REST-verified context (its digest travelled as a job
+  output), so workers need no token and no network.
+* :func:`local_context` — derived from git for a local rehearsal; marked ``local`` and never admitted
+  to TestOps (``guard.local_context``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.errors import Refusal
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+ID_RE = re.compile(r"^[1-9][0-9]{0,17}$")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    repository: str
+    run_id: int
+    run_attempt: int
+    run_number: int
+    workflow_path: str  # .github/workflows/x.yml
+    workflow_ref: str  # refs/heads/main (the ref the workflow ran from)
+    head_sha: str
+    branch: str
+    event: str
+    actor_id: int | None
+    triggering_actor_id: int | None
+    server_url: str
+    workflow_id: int | None = None
+    repository_private: bool | None = None
+    api_url: str = "https://api.github.com"
+    local: bool = False
+    source: str = "env"  # env | rest | local
+
+    @property
+    def run_url(self) -> str:
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+    @property
+    def commit_url(self) -> str:
+        return f"{self.server_url}/{self.repository}/commit/{self.head_sha}"
+
+    @property
+    def workflow_url(self) -> str:
+        return f"{self.server_url}/{self.repository}/actions/workflows/{Path(self.workflow_path).name}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The binding fields (what a selection and evidence are bound to); kebab-case keys."""
+        out = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+        out["run-url"] = self.run_url
+        return out
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> RunContext:
+        names = {f.name for f in fields(cls)}
+        values = {k.replace("-", "_"): v for k, v in document.items() if k.replace("-", "_") in names}
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise Refusal("selection.context", f"the recorded run context is incomplete ({exc})") from None
+
+    def binding_fields(self) -> dict[str, Any]:
+        """Fields that must agree between the context a selection was made in and a later job's."""
+        return {
+            "repository": self.repository,
+            "run-id": self.run_id,
+            "run-attempt": self.run_attempt,
+            "head-sha": self.head_sha,
+            "workflow-path": self.workflow_path,
+            "local": self.local,
+        }
+
+
+def _require(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise Refusal("guard.run_mismatch", f"{name} is not set; is this running inside GitHub Actions?",
+                      field=name, expected="set by the runner", actual="(unset)")
+    return value
+
+
+def _int(name: str, value: str) -> int:
+    if not ID_RE.match(value):
+        raise Refusal("guard.run_mismatch", f"{name} is not a positive integer", field=name,
+                      expected="a positive integer", actual=value)
+    return int(value)
+
+
+def workflow_path_from_ref(workflow_ref: str, repository: str) -> tuple[str, str]:
+    """Split ``GITHUB_WORKFLOW_REF`` (``owner/repo/.github/workflows/x.yml@refs/heads/main``).
+
+    Split on the first ``@`` after the path, because a tag may itself contain ``@``.
+    """
+    prefix = f"{repository}/"
+    if not workflow_ref.startswith(prefix) or "@" not in workflow_ref:
+        raise Refusal("guard.run_mismatch", "GITHUB_WORKFLOW_REF does not name a workflow of this repository",
+                      field="GITHUB_WORKFLOW_REF", expected=f"{prefix}.github/workflows/<file>@<ref>",
+                      actual=workflow_ref)
+    rest = workflow_ref[len(prefix):]
+    path, ref = rest.split("@", 1)
+    return path, ref
+
+
+def env_context(env: Mapping[str, str]) -> RunContext:
+    """The context as the runner's environment states it (no network; not trusted alone)."""
+    repository = _require(env, "GITHUB_REPOSITORY")
+    workflow_path, workflow_ref = workflow_path_from_ref(_require(env, "GITHUB_WORKFLOW_REF"), repository)
+    sha = _require(env, "GITHUB_SHA")
+    if not SHA_RE.match(sha):
+        raise Refusal("guard.run_mismatch", "GITHUB_SHA is not a 40-hex commit", field="GITHUB_SHA",
+                      expected="40 lowercase hex", actual=sha)
+    ref = env.get("GITHUB_REF", workflow_ref)
+    return RunContext(
+        repository=repository,
+        run_id=_int("GITHUB_RUN_ID", _require(env, "GITHUB_RUN_ID")),
+        run_attempt=_int("GITHUB_RUN_ATTEMPT", env.get("GITHUB_RUN_ATTEMPT", "1")),
+        run_number=_int("GITHUB_RUN_NUMBER", _require(env, "GITHUB_RUN_NUMBER")),
+        workflow_path=workflow_path,
+        workflow_ref=workflow_ref,
+        head_sha=sha,
+        branch=env.get("GITHUB_REF_NAME") or ref.removeprefix("refs/heads/"),
+        event=_require(env, "GITHUB_EVENT_NAME"),
+        actor_id=_int("GITHUB_ACTOR_ID", env["GITHUB_ACTOR_ID"]) if env.get("GITHUB_ACTOR_ID") else None,
+        triggering_actor_id=None,
+        server_url=env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/"),
+        api_url=env.get("GITHUB_API_URL", "https://api.github.com").rstrip("/"),
+        source="env",
+    )
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def local_context(cwd: Path, contract_repository: str, workflow_path: str, *, run_id: int = 1) -> RunContext:
+    """A rehearsal context from git (or fixed placeholders outside a checkout); always ``local``."""
+    sha = _git(cwd, "rev-parse", "HEAD") or "0" * 40
+    branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD") or "local"
+    if not SHA_RE.match(sha):
+        sha = "0" * 40
+    return RunContext(
+        repository=contract_repository,
+        run_id=run_id,
+        run_attempt=1,
+        run_number=run_id,
+        workflow_path=workflow_path,
+        workflow_ref=f"refs/heads/{branch}",
+        head_sha=sha,
+        branch=branch,
+        event="local",
+        actor_id=None,
+        triggering_actor_id=None,
+        server_url="https://github.com",
+        local=True,
+        source="local",
+    )
+
+
+def check_same_run(recorded: RunContext, live: RunContext, code: str = "selection.context") -> None:
+    """Refuse unless ``recorded`` (e.g. from a selection) binds to the same run as ``live``."""
+    want = recorded.binding_fields()
+    have = live.binding_fields()
+    for key, expected in want.items():
+        if have[key] != expected:
+            raise Refusal(code, f"the document was made for another run ({key} differs)", field=key,
+                          expected=expected, actual=have[key])
+
+
+def context_dict(context: RunContext) -> dict[str, Any]:
+    return asdict(context)

@@ -1,0 +1,173 @@
+"""The public interface in one place: modes, inputs and outputs.
+
+``action.yml``, ``composite/action.yml``, the CLI options, ``entrypoint.py`` and the README's input
+table are all checked against this module by tests, so they agree by construction, not by memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES: tuple[str, ...] = (
+    "guard",
+    "bootstrap",
+    "launch",
+    "select",
+    "verify-selection",
+    "export",
+    "upload",
+    "verify",
+    "import",
+    "reconcile",
+)
+# Extra CLI-only commands (not action modes): validate a contract, and the local rehearsal.
+COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse")
+
+ALL = "*"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    description: str
+    default: str | None = None  # the action.yml default; None = no default
+    modes: tuple[str, ...] = (ALL,)
+    kind: str = "string"  # string | bool | int | path | secret
+    env_fallbacks: tuple[str, ...] = ()
+
+    def applies_to(self, mode: str) -> bool:
+        return ALL in self.modes or mode in self.modes
+
+    @property
+    def secret(self) -> bool:
+        return self.kind == "secret"
+
+
+INPUTS: tuple[InputSpec, ...] = (
+    InputSpec("mode", "The phase to run: " + ", ".join(MODES) + ".", None),
+    InputSpec("contract", "The campaign contract file (YAML or JSON), relative to the workspace.",
+              ".github/testops-evidence.yml", kind="path"),
+    InputSpec("backend", "Where evidence goes: `testops` or `files`. Empty: `testops` if the contract has a "
+              "`testops` section, else `files`.", ""),
+    InputSpec("github-token", "Token for the GitHub REST API (run, artifacts). Honours GITHUB_API_URL (GHES).",
+              "${{ github.token }}", kind="secret", env_fallbacks=("GITHUB_TOKEN", "GH_TOKEN")),
+    InputSpec("testops-token", "Allure TestOps API token; only for the token phases (bootstrap, launch, select, "
+              "upload, verify, reconcile). Worker phases refuse if any TestOps token variable exists.",
+              None, kind="secret", env_fallbacks=("ALLURE_TOKEN", "TESTOPS_TOKEN")),
+    InputSpec("testops-endpoint", "Override of the contract's TestOps endpoint.", "",
+              env_fallbacks=("ALLURE_ENDPOINT",)),
+    InputSpec("testops-project-id", "Override of the contract's TestOps project id.", "",
+              kind="int", env_fallbacks=("ALLURE_PROJECT_ID",)),
+    InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence.",
+              "", kind="path"),
+    InputSpec("fail-on-failed-cases", "Exit 1 when evidence is complete but not every case passed.",
+              "true", kind="bool"),
+    # --- guard
+    InputSpec("local", "guard: derive a rehearsal context from git instead of the Actions run; such "
+              "evidence can never be published to TestOps.", "false", ("guard",), kind="bool"),
+    # --- bootstrap / launch / reconcile
+    InputSpec("dry-run", "bootstrap: print the difference between the contract and TestOps, change nothing.",
+              "false", ("bootstrap",), kind="bool"),
+    InputSpec("launch-name", "launch: name of the launch. Empty: `<campaign> #<run number>`.", "", ("launch",)),
+    InputSpec("resume", "reconcile: re-send a mutation, but only when observation proves it absent.",
+              "false", ("reconcile",), kind="bool"),
+    # --- select
+    InputSpec("job-run-id", "select: the TestOps job run id (TestOps-launched runs); must equal "
+              "ALLURE_JOB_RUN_ID when both are set.", "", ("select",), kind="int",
+              env_fallbacks=("ALLURE_JOB_RUN_ID",)),
+    InputSpec("standing-plan", "select: a standing testplan.json for manual runs.", "", ("select",), kind="path"),
+    InputSpec("job-run-env", "select: a file with the output of `allurectl job-run env` (manual TestOps runs).",
+              "", ("select",), kind="path"),
+    InputSpec("cases", "select: comma-separated case keys to select (files backend, or to split a campaign).",
+              "", ("select",)),
+    InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
+              ("select",), kind="path"),
+    InputSpec("selection-path", "select / verify-selection / export: the selection file.",
+              "testops-evidence-selection.json", ("select", "verify-selection", "export"), kind="path"),
+    InputSpec("selection-sha256", "verify-selection: the digest passed as the select job's output.", "",
+              ("verify-selection", "export")),
+    # --- export / upload / verify
+    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v1, JUnit XML, or "
+              "allure-results per case).", "cell-results", ("export",), kind="path"),
+    InputSpec("results-dir", "export / upload: the allure-results directory.", "allure-results",
+              ("export", "upload"), kind="path"),
+    InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
+              ("upload", "verify"), kind="path"),
+    InputSpec("deadline-seconds", "verify: how long to wait for the publication to become visible.", "600",
+              ("verify",), kind="int"),
+    InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
+              "check its job run).", "page", ("verify",)),
+    # --- import
+    InputSpec("source-run-id", "import: the run id of the workflow that measured the remote cells.", "",
+              ("import",), kind="int"),
+    InputSpec("artifact-name", "import: artifact name or glob pattern (fnmatch).", "*", ("import",)),
+    InputSpec("intent", "import: the import intent file (campaign, source revision, selected executions).",
+              "", ("import",), kind="path"),
+    InputSpec("ledger", "import: the campaign ledger file (created if absent).", "campaign-ledger.json",
+              ("import",), kind="path"),
+)
+
+INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    description: str
+    modes: tuple[str, ...]
+
+
+OUTPUTS: tuple[OutputSpec, ...] = (
+    OutputSpec("error-code", "On failure: the stable error code (`<area>.<reason>`).", (ALL,)),
+    OutputSpec("operation", "guard: the operation the run performs.", ("guard",)),
+    OutputSpec("target-sha", "guard: the commit under evaluation (40 hex).", ("guard",)),
+    OutputSpec("workflow-id", "guard: the numeric workflow id.", ("guard",)),
+    OutputSpec("run-url", "guard: the run's URL.", ("guard",)),
+    OutputSpec("run-attempt", "guard: the run attempt.", ("guard",)),
+    OutputSpec("created-cases", "bootstrap: test cases created (JSON array of keys).", ("bootstrap",)),
+    OutputSpec("updated-cases", "bootstrap: test cases updated (JSON array of keys).", ("bootstrap",)),
+    OutputSpec("plan-id", "bootstrap: the test plan id.", ("bootstrap",)),
+    OutputSpec("launch-id", "launch / select / upload: the launch id.", ("launch", "select", "upload")),
+    OutputSpec("launch-url", "launch / upload: the launch URL.", ("launch", "upload")),
+    OutputSpec("selection-path", "select: the selection file written.", ("select",)),
+    OutputSpec("selection-sha256", "select: SHA-256 of the selection bytes.", ("select",)),
+    OutputSpec("selected-count", "select / verify-selection: number of selected cases.",
+               ("select", "verify-selection")),
+    OutputSpec("full-plan", "select: whether the whole contract was selected.", ("select",)),
+    OutputSpec("job-run-id", "select: the TestOps job run id (empty on the files backend).", ("select",)),
+    OutputSpec("native-matrix", "select: matrix for the native lane (JSON).", ("select",)),
+    OutputSpec("native-count", "select: jobs in the native matrix.", ("select",)),
+    OutputSpec("native-max-parallel", "select: max-parallel of the native lane.", ("select",)),
+    OutputSpec("external-matrix", "select: matrix for the external lane (JSON).", ("select",)),
+    OutputSpec("external-count", "select: jobs in the external matrix.", ("select",)),
+    OutputSpec("external-max-parallel", "select: max-parallel of the external lane.", ("select",)),
+    OutputSpec("results-dir", "export: the allure-results directory written.", ("export",)),
+    OutputSpec("receipt-path", "export: the export receipt.", ("export",)),
+    OutputSpec("passed-count", "export: results with status passed.", ("export",)),
+    OutputSpec("failed-count", "export: results with status failed.", ("export",)),
+    OutputSpec("broken-count", "export: results with status broken.", ("export",)),
+    OutputSpec("all-passed", "export / verify: whether every case passed.", ("export", "verify")),
+    OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
+    OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
+    OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),
+    OutputSpec("imported-count", "import: cells imported.", ("import",)),
+    OutputSpec("duplicate-count", "import: cells already in the ledger (no-op).", ("import",)),
+    OutputSpec("ledger-path", "import: the ledger file.", ("import",)),
+    OutputSpec("reconciled", "reconcile: mutations resolved (JSON array of stages).", ("reconcile",)),
+    OutputSpec("still-uncertain", "reconcile: mutations still uncertain (JSON array of stages).", ("reconcile",)),
+)
+
+OUTPUTS_BY_NAME: dict[str, OutputSpec] = {spec.name: spec for spec in OUTPUTS}
+
+# Phases that may hold the TestOps token, and those that must not even see the variable.
+TOKEN_PHASES = frozenset({"bootstrap", "launch", "select", "upload", "verify", "reconcile"})
+WORKER_PHASES = frozenset({"verify-selection", "export"})
+TOKEN_VARIABLES = ("ALLURE_TOKEN", "TESTOPS_TOKEN")
+
+
+def inputs_for(mode: str) -> list[InputSpec]:
+    return [spec for spec in INPUTS if spec.name != "mode" and spec.applies_to(mode)]
+
+
+def outputs_for(mode: str) -> list[OutputSpec]:
+    return [spec for spec in OUTPUTS if ALL in spec.modes or mode in spec.modes]

@@ -1,0 +1,165 @@
+"""Runs one phase: masks secrets, enforces token rules, turns the result or refusal into outputs,
+a step summary, annotations, ``failure.json`` and an exit code."""
+
+from __future__ import annotations
+
+import importlib
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from testops_evidence import summary
+from testops_evidence.actions import Runtime
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_PHASES, TOKEN_VARIABLES, WORKER_PHASES
+from testops_evidence.phases import PHASE_MODULES
+from testops_evidence.safeio import StateDir
+from testops_evidence.settings import Settings, default_state_dir, env_input
+
+if TYPE_CHECKING:
+    from testops_evidence.contract import Contract
+
+
+@dataclass
+class PhaseResult:
+    headline: str
+    outputs: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    exit_code: int = EXIT_OK
+
+
+@dataclass
+class PhaseContext:
+    """Everything a phase may touch. Time, sleep and UUIDs are injected so tests never sleep."""
+
+    mode: str
+    settings: Settings
+    runtime: Runtime
+    env: Mapping[str, str]
+    state: StateDir
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
+    _contract: Contract | None = None
+
+    def contract(self) -> Contract:
+        if self._contract is None:
+            from testops_evidence.contract import load_contract
+
+            path = self.settings.path("contract") or Path(".github/testops-evidence.yml")
+            self._contract = load_contract(path)
+        return self._contract
+
+    def backend(self) -> str:
+        chosen = self.settings.string("backend")
+        if chosen is None:
+            return "testops" if self.contract().testops is not None else "files"
+        if chosen not in ("testops", "files"):
+            raise Refusal("input.backend", "backend must be testops or files", field="backend",
+                          expected="testops | files", actual=chosen)
+        return chosen
+
+    def testops_token(self) -> str:
+        token = self.settings.string("testops-token")
+        if not token:
+            raise Refusal("testops.not_configured", f"mode {self.mode} needs a TestOps token "
+                          "(input testops-token, or ALLURE_TOKEN)", field="testops-token",
+                          expected="a token", actual="(unset)")
+        return token
+
+    def github_token(self) -> str | None:
+        return self.settings.string("github-token")
+
+
+def worker_token_variables(env: Mapping[str, str]) -> list[str]:
+    """Token variables present in a worker's environment: the *key* counts, even with an empty value."""
+    present = [name for name in TOKEN_VARIABLES if name in env]
+    if env_input(env, "testops-token") is not None:
+        present.append("INPUT_TESTOPS-TOKEN")
+    return present
+
+
+def run_phase(
+    mode: str,
+    cli_values: Mapping[str, Any],
+    env: Mapping[str, str],
+    runtime: Runtime,
+    *,
+    context_factory: Callable[..., PhaseContext] = PhaseContext,
+) -> int:
+    # Secrets are masked before anything else can print them.
+    for name, spec in INPUTS_BY_NAME.items():
+        if spec.secret:
+            for key in (*(f"INPUT_{name.upper()}", f"INPUT_{name.upper().replace('-', '_')}"), *spec.env_fallbacks):
+                runtime.mask(env.get(key))
+            runtime.mask(cli_values.get(name))
+
+    state: StateDir | None = None
+    try:
+        settings = Settings.resolve(mode, cli_values, env)
+        state_path = settings.path("state-dir") or default_state_dir(env)
+        state = StateDir(state_path)
+        if mode in WORKER_PHASES:
+            present = worker_token_variables(env)
+            if present:
+                raise Refusal("worker.token_present", f"worker mode {mode} refuses to run while a TestOps token "
+                              f"variable exists ({', '.join(present)}), even an empty one",
+                              field="environment", expected="no TestOps token variable", actual=present)
+        ctx = context_factory(mode=mode, settings=settings, runtime=runtime, env=env, state=state)
+        module = importlib.import_module(f"testops_evidence.phases.{PHASE_MODULES[mode]}")
+        result: PhaseResult = module.run(ctx)
+    except Refusal as refusal:
+        return report_refusal(mode, refusal, runtime, state)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("testops_evidence.phases."):
+            refusal = Refusal("mode.not_built", f"mode {mode} is not available in this version")
+            return report_refusal(mode, refusal, runtime, state)
+        raise
+    except Exception as exc:  # the last line of defence: still a coded, summarised failure
+        runtime.debug(traceback.format_exc())
+        refusal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
+        return report_refusal(mode, refusal, runtime, state)
+
+    for name, value in result.outputs.items():
+        runtime.set_output(name, value)
+    runtime.summary(summary.render("phase", mode=mode, headline=result.headline) + result.summary)
+    exit_code = result.exit_code
+    if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):
+        runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
+        exit_code = EXIT_OK
+    return exit_code
+
+
+def _fail_on_failed(settings: Settings) -> bool:
+    return settings.boolean("fail-on-failed-cases") if settings.is_set("fail-on-failed-cases") else True
+
+
+def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> int:
+    """Outputs ``error-code``, an ``::error`` annotation, a summary section and ``failure.json``."""
+    runtime.set_output("error-code", refusal.code)
+    runtime.annotate("error", str(refusal), title=refusal.code)
+    where = ""
+    if state is not None:
+        document = {"mode": mode, **refusal.to_json()}
+        try:
+            written = state.write_failure(_scrub_document(document, runtime))
+            where = f"\n`{written}` holds the same facts as JSON.\n"
+        except (Refusal, OSError) as exc:
+            runtime.annotate("warning", f"failure.json could not be written: {exc}")
+    runtime.summary(summary.refusal_section(refusal, mode) + where)
+    return refusal.exit_code
+
+
+def _scrub_document(value: Any, runtime: Runtime) -> Any:
+    if isinstance(value, str):
+        return runtime.scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrub_document(v, runtime) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_document(v, runtime) for v in value]
+    return value

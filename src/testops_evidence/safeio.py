@@ -1,0 +1,321 @@
+"""Safe file IO: the one way files from other jobs, artifacts and the state directory are touched.
+
+* :func:`read_safe` opens a file below a root component by component with ``O_NOFOLLOW`` and
+  ``dir_fd`` (no check-then-open race), then checks the open descriptor: regular file, ``nlink == 1``,
+  size cap. Names must use a small allowed alphabet and never be ``.`` or ``..``.
+* :func:`write_once` creates a file with ``O_EXCL`` and mode 0600 and fsyncs it: a receipt is never
+  overwritten and never half-written under its final name (it is written to a temp name and linked).
+* :func:`write_atomic` replaces a file atomically (temp file, fsync, rename, directory fsync).
+* :class:`StateDir` is the per-run state directory (0700, owned by us, not a link) holding receipts,
+  once-markers and ``failure.json``.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.errors import Refusal
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+HASH_CHUNK = 1024 * 1024
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests)."""
+    return (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def pretty_json(value: Any) -> bytes:
+    return (json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_fd(fd: int) -> str:
+    """Stream a descriptor through SHA-256 (constant memory)."""
+    digest = hashlib.sha256()
+    buf = bytearray(HASH_CHUNK)
+    view = memoryview(buf)
+    while True:
+        n = os.readv(fd, [view])
+        if n == 0:
+            break
+        digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _split_relative(relpath: str) -> list[str]:
+    if not relpath or relpath.startswith("/") or "\\" in relpath or "\x00" in relpath:
+        raise Refusal("io.unsafe_path", f"path {relpath!r} is not a relative path inside its root",
+                      field="path", expected="a relative path", actual=relpath)
+    parts = relpath.split("/")
+    for part in parts:
+        if part in ("", ".", "..") or not NAME_RE.match(part):
+            raise Refusal("io.unsafe_path", f"path {relpath!r} has a disallowed component {part!r}",
+                          field="path", expected="names of [A-Za-z0-9._-], no '.' or '..'", actual=relpath)
+    return parts
+
+
+def relative_to_root(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
+    """Express ``path`` relative to ``root`` lexically, refusing any escape."""
+    root_abs = os.path.abspath(root)
+    path_abs = os.path.abspath(path)
+    if os.path.commonpath([root_abs, path_abs]) != root_abs or root_abs == path_abs:
+        raise Refusal("io.unsafe_path", f"{path} is not inside {root}", field="path",
+                      expected=f"inside {root}", actual=str(path))
+    return os.path.relpath(path_abs, root_abs).replace(os.sep, "/")
+
+
+@contextmanager
+def open_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> Iterator[tuple[int, os.stat_result]]:
+    """Open ``root/relpath`` for reading without following links; yield ``(fd, fstat)``."""
+    parts = _split_relative(relpath)
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        dir_fd = os.open(root, flags_dir)
+    except OSError as exc:
+        raise Refusal("io.unsafe_path", f"root {root} cannot be opened as a directory ({exc.strerror})",
+                      field="root", expected="a real directory", actual=str(root)) from None
+    fd = -1
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, flags_dir, dir_fd=dir_fd)
+            except OSError as exc:
+                raise _open_refusal(relpath, exc) from None
+            os.close(dir_fd)
+            dir_fd = nxt
+        try:
+            # O_NONBLOCK: opening a FIFO must not hang; it is refused below by the fstat check.
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                         dir_fd=dir_fd)
+        except OSError as exc:
+            raise _open_refusal(relpath, exc) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal("io.unsafe_path", f"{relpath} is not a regular file", field="path",
+                          expected="a regular file", actual=_kind(st.st_mode))
+        if st.st_nlink != 1:
+            raise Refusal("io.unsafe_path", f"{relpath} has {st.st_nlink} hard links", field="path",
+                          expected="nlink == 1", actual=st.st_nlink)
+        if st.st_size > limit:
+            raise Refusal("io.too_large", f"{relpath} is {st.st_size} bytes, over the {limit}-byte cap",
+                          field="size", expected=f"<= {limit}", actual=st.st_size)
+        os.set_blocking(fd, True)
+        yield fd, st
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        os.close(dir_fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "fifo"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symlink")):
+        if test(mode):
+            return name
+    return "other"
+
+
+def _open_refusal(relpath: str, exc: OSError) -> Refusal:
+    if exc.errno == errno.ENOENT:
+        return Refusal("io.missing", f"{relpath} does not exist", field="path", expected="an existing file",
+                       actual=relpath)
+    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+        return Refusal("io.unsafe_path", f"{relpath} passes through a symbolic link or a non-directory",
+                       field="path", expected="no links", actual=relpath)
+    return Refusal("io.unsafe_path", f"{relpath} cannot be opened safely ({exc.strerror})", field="path",
+                   expected="a readable regular file", actual=relpath)
+
+
+def read_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> bytes:
+    """Read a whole file below ``root`` through :func:`open_safe` (the size cap bounds memory)."""
+    with open_safe(root, relpath, limit=limit) as (fd, st):
+        chunks = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, HASH_CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:  # the file grew after fstat
+            raise Refusal("io.too_large", f"{relpath} grew past the {limit}-byte cap while read",
+                          field="size", expected=f"<= {limit}", actual=len(data))
+        del st
+        return data
+
+
+def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:
+    """Read a file named by an absolute or relative path: its parent is the root, links refused."""
+    p = Path(path)
+    return read_safe(p.parent if str(p.parent) else ".", p.name, limit=limit)
+
+
+def parse_json_bytes(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise Refusal("io.invalid_json", f"{what} is not valid UTF-8 JSON ({type(exc).__name__})") from None
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
+    tmp = directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
+    return tmp
+
+
+def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
+    """Create ``path`` exactly once (refuse ``io.exists``); readers never see a partial file."""
+    target = Path(path)
+    directory = target.parent
+    tmp = _write_temp(directory, target.name, data, mode)
+    try:
+        # link() fails with EEXIST if the name exists: create-once semantics with complete content.
+        os.link(tmp, target, follow_symlinks=False)
+    except FileExistsError:
+        raise Refusal("io.exists", f"{target} already exists; receipts are written once", field="path",
+                      expected="no existing file", actual=str(target)) from None
+    finally:
+        with suppress(OSError):
+            tmp.unlink()
+    fsync_dir(directory)
+    return target
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
+    """Replace ``path`` atomically: temp file, fsync, rename, directory fsync."""
+    target = Path(path)
+    tmp = _write_temp(target.parent, target.name, data, mode)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(target.parent)
+    return target
+
+
+def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
+    """Create (or accept) a directory that is ours alone: not a link, owned by us, mode 0700."""
+    p = Path(path)
+    try:
+        p.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Refusal("io.state_dir", f"cannot create the {what} {p} ({exc.strerror})") from None
+    st = os.lstat(p)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise Refusal("io.state_dir", f"the {what} {p} is not a real directory", field="path",
+                      expected="a directory, not a link", actual=_kind(st.st_mode))
+    if st.st_uid != os.getuid():
+        raise Refusal("io.state_dir", f"the {what} {p} is owned by another user", field="owner",
+                      expected=os.getuid(), actual=st.st_uid)
+    if st.st_mode & 0o077:
+        os.chmod(p, 0o700, follow_symlinks=False)
+    return p
+
+
+class StateDir:
+    """Receipts, once-markers and failure.json for one run of the pipeline."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._ready = False
+
+    def ensure(self) -> Path:
+        if not self._ready:
+            ensure_private_dir(self.path)
+            self._ready = True
+        return self.path
+
+    def receipt_path(self, name: str) -> Path:
+        if not NAME_RE.match(name) or name in (".", ".."):
+            raise ValueError(name)
+        return self.path / name
+
+    def write_receipt(self, name: str, document: Any) -> Path:
+        self.ensure()
+        return write_once(self.receipt_path(name), pretty_json(document))
+
+    def read_receipt(self, name: str, *, limit: int = 64 * 1024 * 1024) -> Any:
+        return parse_json_bytes(read_safe(self.ensure(), name, limit=limit), name)
+
+    def has(self, name: str) -> bool:
+        return self.receipt_path(name).exists()
+
+    # --- once-markers --------------------------------------------------------------------------------
+    def once(self, stage: str, detail: dict[str, Any] | None = None) -> Path:
+        """Record that a remote mutation is about to start; refuse if it already started once."""
+        if not re.match(r"^[a-z0-9_.-]{1,120}$", stage):
+            raise ValueError(stage)
+        name = f"once-{stage}.json"
+        self.ensure()
+        body = {"stage": stage, "status": "STARTED_NO_AUTOMATIC_RESEND", **(detail or {})}
+        try:
+            return write_once(self.receipt_path(name), pretty_json(body))
+        except Refusal as exc:
+            raise Refusal("once.already_started", f"the mutation {stage!r} already started in an earlier run "
+                          "of this phase; it is not re-sent automatically", field="once-marker",
+                          expected="absent", actual=name) from exc
+
+    def done(self, stage: str, result: dict[str, Any]) -> Path:
+        """Record the completion of a once-marked mutation."""
+        return self.write_receipt(f"done-{stage}.json", {"stage": stage, **result})
+
+    def pending_markers(self) -> list[str]:
+        """Stages whose once-marker has no completion record (uncertain mutations)."""
+        if not self.path.is_dir():
+            return []
+        stages = []
+        for entry in sorted(os.listdir(self.path)):
+            if entry.startswith("once-") and entry.endswith(".json"):
+                stage = entry[len("once-"):-len(".json")]
+                if not (self.path / f"done-{stage}.json").exists():
+                    stages.append(stage)
+        return stages
+
+    def write_failure(self, document: dict[str, Any]) -> Path | None:
+        """failure.json is replaced atomically (a later failure of a retried phase supersedes)."""
+        self.ensure()
+        return write_atomic(self.path / "failure.json", pretty_json(document))

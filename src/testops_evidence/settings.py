@@ -1,0 +1,130 @@
+"""One typed settings object, built from CLI options and ``INPUT_*`` variables, one validator per kind.
+
+Resolution order for each input: the CLI option, then ``INPUT_<NAME>`` (hyphenated, as the runner sets
+it, or with underscores), then the input's documented environment fallbacks, then its default. An empty
+string counts as unset, because the runner sets every declared input, empty or not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.errors import input_error
+from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+def env_input(env: Mapping[str, str], name: str) -> str | None:
+    """Read an action input from the environment, in both the hyphen and underscore spellings."""
+    upper = name.upper()
+    for key in (f"INPUT_{upper}", f"INPUT_{upper.replace('-', '_')}"):
+        value = env.get(key)
+        if value is not None and value.strip() != "":
+            return value.strip()
+    return None
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise input_error(name, f"input {name} must be true or false", expected="true | false", actual=raw)
+
+
+def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
+    if not re.fullmatch(r"[0-9]{1,16}", raw.strip()):
+        raise input_error(name, f"input {name} must be a whole number", expected="digits", actual=raw)
+    value = int(raw.strip())
+    if value < minimum:
+        raise input_error(name, f"input {name} must be at least {minimum}", expected=f">= {minimum}", actual=raw)
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    raw: dict[str, str] = field(default_factory=dict)  # resolved, non-empty string values
+    sources: dict[str, str] = field(default_factory=dict)  # where each value came from (never the value)
+    extras: dict[str, str] = field(default_factory=dict)  # command-specific CLI options (rehearse)
+
+    @classmethod
+    def resolve(cls, mode: str, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
+        raw: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        for name, spec in INPUTS_BY_NAME.items():
+            if name == "mode":
+                continue
+            value, source = _resolve_one(spec, cli_values, env)
+            if value is not None:
+                raw[name] = value
+                sources[name] = source
+        extras = {k: str(v) for k, v in cli_values.items() if k not in INPUTS_BY_NAME and v is not None}
+        return cls(mode=mode, raw=raw, sources=sources, extras=extras)
+
+    def is_set(self, name: str) -> bool:
+        return name in self.raw
+
+    def string(self, name: str) -> str | None:
+        self._known(name)
+        return self.raw.get(name)
+
+    def boolean(self, name: str) -> bool:
+        self._known(name)
+        value = self.raw.get(name)
+        return parse_bool(name, value) if value is not None else False
+
+    def integer(self, name: str, *, minimum: int = 0) -> int | None:
+        self._known(name)
+        value = self.raw.get(name)
+        return parse_int(name, value, minimum=minimum) if value is not None else None
+
+    def path(self, name: str) -> Path | None:
+        self._known(name)
+        value = self.raw.get(name)
+        if value is None:
+            return None
+        if "\x00" in value:
+            raise input_error(name, f"input {name} is not a valid path", actual=value)
+        return Path(value)
+
+    def require(self, name: str) -> str:
+        value = self.string(name)
+        if value is None:
+            raise input_error(name, f"input {name} is required for mode {self.mode}")
+        return value
+
+    def _known(self, name: str) -> None:
+        if name not in INPUTS_BY_NAME:
+            raise KeyError(name)
+
+
+def _resolve_one(spec: InputSpec, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str]:
+    cli = cli_values.get(spec.name)
+    if cli is not None and str(cli).strip() != "":
+        return str(cli).strip(), "option"
+    from_env = env_input(env, spec.name)
+    if from_env is not None:
+        return from_env, "input"
+    for var in spec.env_fallbacks:
+        value = env.get(var)
+        if value is not None and value.strip() != "":
+            return value.strip(), f"env {var}"
+    if spec.default is not None and spec.default != "" and not spec.default.startswith("${{"):
+        return spec.default, "default"
+    return None, "unset"
+
+
+def default_state_dir(env: Mapping[str, str]) -> Path:
+    runner_temp = env.get("RUNNER_TEMP")
+    if runner_temp:
+        return Path(runner_temp) / "testops-evidence"
+    return Path(os.getcwd()) / ".testops-evidence" / "state"
