@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_PHASES, TOKEN_VARIABLES, WORKER_PHASES
+from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_VARIABLES, WORKER_PHASES
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.safeio import StateDir
 from testops_evidence.settings import Settings, default_state_dir, env_input
@@ -117,13 +117,13 @@ def run_phase(
         return report_refusal(mode, refusal, runtime, state)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("testops_evidence.phases."):
-            refusal = Refusal("mode.not_built", f"mode {mode} is not available in this version")
-            return report_refusal(mode, refusal, runtime, state)
+            not_built = Refusal("mode.not_built", f"mode {mode} is not available in this version")
+            return report_refusal(mode, not_built, runtime, state)
         raise
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
         runtime.debug(traceback.format_exc())
-        refusal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
-        return report_refusal(mode, refusal, runtime, state)
+        internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
+        return report_refusal(mode, internal, runtime, state)
 
     for name, value in result.outputs.items():
         runtime.set_output(name, value)

@@ -1,0 +1,104 @@
+"""Shared test helpers: run a phase in-process as the runner would, and read what it wrote."""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.actions import Runtime
+from testops_evidence.runner import PhaseContext, run_phase
+
+
+@dataclass
+class PhaseRun:
+    exit_code: int
+    outputs: dict[str, str]
+    summary: str
+    log: str
+    env: dict[str, str] = field(default_factory=dict)
+    state_dir: Path | None = None
+
+    def failure(self) -> dict[str, Any] | None:
+        import json
+
+        if self.state_dir is None or not (self.state_dir / "failure.json").exists():
+            return None
+        return json.loads((self.state_dir / "failure.json").read_text())
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """Parse a GITHUB_OUTPUT file: ``name=value`` lines and ``name<<DELIM`` heredocs."""
+    outputs: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        heredoc = re.match(r"^([A-Za-z0-9_-]+)<<(.+)$", line)
+        if heredoc:
+            name, delim = heredoc.groups()
+            j = lines.index(delim, i + 1)
+            outputs[name] = "\n".join(lines[i + 1 : j])
+            i = j + 1
+            continue
+        if "=" in line:
+            name, value = line.split("=", 1)
+            outputs[name] = value
+        i += 1
+    return outputs
+
+
+def run_mode(
+    mode: str,
+    tmp_path: Path,
+    options: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    actions: bool = True,
+    **context_overrides: Any,
+) -> PhaseRun:
+    """Run ``mode`` in-process with fresh GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files under tmp_path.
+
+    ``context_overrides`` (clock, monotonic, sleep, new_uuid) are injected into the PhaseContext.
+    """
+    run_dir = tmp_path / f"run-{mode}-{len(list(tmp_path.glob('run-*')))}"
+    run_dir.mkdir(parents=True)
+    full_env = dict(env or {})
+    if actions:
+        full_env.setdefault("GITHUB_ACTIONS", "true")
+        full_env["GITHUB_OUTPUT"] = str(run_dir / "output")
+        full_env["GITHUB_STEP_SUMMARY"] = str(run_dir / "summary.md")
+    options = dict(options or {})
+    state_dir = Path(options.setdefault("state-dir", str(tmp_path / "state")))
+    out = io.StringIO()
+    runtime = Runtime(full_env, stdout=out)
+
+    def factory(**kwargs: Any) -> PhaseContext:
+        return PhaseContext(**kwargs, **context_overrides)
+
+    code = run_phase(mode, options, full_env, runtime, context_factory=factory)
+    outputs = parse_output_file((run_dir / "output").read_text()) if (run_dir / "output").exists() else {}
+    summary = (run_dir / "summary.md").read_text() if (run_dir / "summary.md").exists() else ""
+    if not actions:
+        outputs = dict(runtime.outputs)
+    return PhaseRun(code, outputs, summary, out.getvalue(), full_env, state_dir)
+
+
+class FakeClock:
+    """Deterministic time: ``sleep`` advances the clock instead of sleeping."""
+
+    def __init__(self, start: float = 1_764_000_000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += max(seconds, 0.0)
