@@ -1,0 +1,644 @@
+"""A GitHub REST server for tests: runs, artifacts and the artifact zip download, in GitHub's shapes.
+
+It speaks real HTTP on ``127.0.0.1:0`` (a ``ThreadingHTTPServer`` in a daemon thread) so that PyGithub
+2.10 and ``requests`` run unmodified against it. Every route is served twice: under ``/`` (the
+github.com shape, base URL ``http://127.0.0.1:PORT``) and under ``/api/v3`` (the GHES shape); URLs in
+responses carry the prefix the request came in on, as a real server's do.
+
+Routes (the name in brackets is the fault-injection key)::
+
+    GET /repos/{o}/{r}                                   [repo]
+    GET /repos/{o}/{r}/actions/runs/{id}                 [run]
+    GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}    [run_attempt]
+    GET /repos/{o}/{r}/actions/runs/{id}/artifacts       [run_artifacts]   per_page, page, name
+    GET /repos/{o}/{r}/actions/artifacts                 [repo_artifacts]  per_page, page, name
+    GET /repos/{o}/{r}/actions/artifacts/{id}            [artifact]
+    GET /repos/{o}/{r}/actions/artifacts/{id}/zip        [artifact_zip]    302 -> blob host path
+    GET /_blob/{id}?sig=...                              [blob]            403 if Authorization present
+
+The blob route stands in for the storage host GitHub redirects to: like the real one it refuses a
+request that carries an ``Authorization`` header, which is how the tests prove the token is not
+forwarded across the redirect.
+
+Usage::
+
+    with GitHubServer(token="ghs_x") as gh:
+        gh.add_repo("acme/agents", private=False)
+        run = gh.add_run("acme/agents", head_sha="ab" * 20, actor_id=1234567)
+        gh.add_artifact(run["id"], "cells", zip_bytes)
+        gh.fault("run", status=503, times=1)
+        ...  # PyGithub against gh.api_url() or gh.api_url(ghes=True)
+        assert not any(r.authorization for r in gh.log if r.route == "blob")
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+GHES_PREFIX = "/api/v3"
+DEFAULT_TOKEN = "ghs_testTokenForTheGitHubServer000000"
+_TIMESTAMP = "2026-01-15T10:00:00Z"
+
+
+class _Remove:
+    """Marker for ``add_run(..., **overrides)``: delete the field from the served document."""
+
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+REMOVE: Any = _Remove()
+
+
+@dataclass
+class Fault:
+    """An injected failure for one route: the next ``times`` requests get ``status`` (after ``delay``)."""
+
+    status: int = 503
+    times: int = 1
+    retry_after: str | None = None
+    delay: float = 0.0
+    body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    method: str
+    path: str  # the path with query, as requested (prefix included)
+    route: str  # the fault-injection key, or "unknown"
+    authorization: bool  # whether an Authorization header was present (its value is never kept)
+    headers: Mapping[str, str]  # every other request header, names lower-cased
+    status: int
+
+
+@dataclass
+class _Artifact:
+    doc: dict[str, Any]
+    data: bytes
+    repository: str
+    run_id: int
+    chunked: bool
+    sig: str = field(default_factory=lambda: secrets.token_hex(8))
+
+
+def _user(user_id: int, login: str) -> dict[str, Any]:
+    return {
+        "login": login,
+        "id": user_id,
+        "node_id": f"U_{user_id}",
+        "avatar_url": f"https://avatars.githubusercontent.com/u/{user_id}?v=4",
+        "type": "User",
+        "site_admin": False,
+    }
+
+
+class GitHubServer:
+    """The stateful server. Add state with ``add_repo``/``add_run``/``add_artifact``; read ``log``."""
+
+    def __init__(self, token: str = DEFAULT_TOKEN, *, host: str = "127.0.0.1") -> None:
+        self.token = token
+        self._host = host
+        self._lock = threading.Lock()
+        self._repos: dict[str, dict[str, Any]] = {}
+        self._runs: dict[int, dict[str, Any]] = {}
+        self._artifacts: dict[int, _Artifact] = {}
+        self._faults: dict[str, list[Fault]] = {}
+        self._next_id = 10_000
+        self.log: list[RequestRecord] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> GitHubServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = ThreadingHTTPServer((self._host, 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="github-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> GitHubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The server root (what GITHUB_SERVER_URL-style links and the blob host use)."""
+        return f"http://{self._host}:{self.port}"
+
+    def api_url(self, *, ghes: bool = False) -> str:
+        """The REST base URL: ``http://127.0.0.1:PORT`` or, GHES-style, ``.../api/v3``."""
+        return self.url + (GHES_PREFIX if ghes else "")
+
+    # --- state --------------------------------------------------------------------------------------
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def add_repo(self, full_name: str, *, private: bool = False, repo_id: int | None = None,
+                 owner_id: int | None = None) -> dict[str, Any]:
+        """Register a repository (``owner/name``); returns its stored document (mutable)."""
+        owner, name = full_name.split("/", 1)
+        with self._lock:
+            rid = repo_id if repo_id is not None else self._new_id()
+            oid = owner_id if owner_id is not None else self._new_id()
+            doc = {
+                "id": rid,
+                "node_id": f"R_{rid}",
+                "name": name,
+                "full_name": full_name,
+                "private": private,
+                "visibility": "private" if private else "public",
+                "owner": {**_user(oid, owner), "type": "Organization"},
+                "fork": False,
+                "default_branch": "main",
+                "description": None,
+            }
+            self._repos[full_name.lower()] = doc
+        return doc
+
+    def add_run(
+        self,
+        repository: str,
+        run_id: int | None = None,
+        *,
+        name: str = "Agent evals",
+        run_number: int = 7,
+        run_attempt: int = 1,
+        event: str = "workflow_dispatch",
+        status: str = "in_progress",
+        conclusion: str | None = None,
+        workflow_id: int = 161335,
+        path: str = ".github/workflows/agent-evals.yml",
+        head_branch: str | None = "main",
+        head_sha: str = "a" * 40,
+        actor_id: int = 1234567,
+        actor_login: str = "octocat",
+        triggering_actor_id: int | None = None,
+        triggering_actor_login: str | None = None,
+        head_repository: str | None = None,
+        referenced_workflows: list[dict[str, str]] | None = None,
+        created_at: str = _TIMESTAMP,
+        run_started_at: str = _TIMESTAMP,
+        **overrides: Any,
+    ) -> dict[str, Any]:
+        """Register a workflow run of ``repository`` (added, public, if unknown); returns its document.
+
+        ``overrides`` replace top-level fields of the served JSON; the value ``REMOVE`` deletes one.
+        URLs inside the document are rewritten per request to the prefix the client used.
+        """
+        if repository.lower() not in self._repos:
+            self.add_repo(repository)
+        with self._lock:
+            rid = run_id if run_id is not None else self._new_id()
+            repo = self._repos[repository.lower()]
+            head_repo = self._repos.get((head_repository or repository).lower(), repo)
+            doc: dict[str, Any] = {
+                "id": rid,
+                "name": name,
+                "node_id": f"WFR_{rid}",
+                "check_suite_id": rid + 1,
+                "check_suite_node_id": f"CS_{rid + 1}",
+                "head_branch": head_branch,
+                "head_sha": head_sha,
+                "path": path,
+                "display_title": name,
+                "run_number": run_number,
+                "run_attempt": run_attempt,
+                "event": event,
+                "status": status,
+                "conclusion": conclusion,
+                "workflow_id": workflow_id,
+                "pull_requests": [],
+                "created_at": created_at,
+                "updated_at": created_at,
+                "run_started_at": run_started_at,
+                "actor": _user(actor_id, actor_login),
+                "triggering_actor": _user(
+                    triggering_actor_id if triggering_actor_id is not None else actor_id,
+                    triggering_actor_login or actor_login,
+                ),
+                "referenced_workflows": list(referenced_workflows or []),
+                "head_commit": {
+                    "id": head_sha,
+                    "tree_id": "f" * 40,
+                    "message": "Evaluate",
+                    "timestamp": created_at,
+                    "author": {"name": actor_login, "email": f"{actor_login}@example.com"},
+                    "committer": {"name": actor_login, "email": f"{actor_login}@example.com"},
+                },
+                # filled per request by _render_run (they depend on the URL prefix)
+                "_repository": repo["full_name"],
+                "_head_repository": head_repo["full_name"],
+            }
+            removed: set[str] = set()
+            for key, value in overrides.items():
+                if value is REMOVE:
+                    doc.pop(key, None)
+                    removed.add(key)
+                else:
+                    doc[key] = value
+            doc["_removed"] = removed
+            self._runs[rid] = doc
+        return doc
+
+    def add_artifact(
+        self,
+        run_id: int,
+        name: str,
+        data: bytes,
+        digest: str | None = None,
+        *,
+        artifact_id: int | None = None,
+        expired: bool = False,
+        size_in_bytes: int | None = None,
+        chunked: bool = False,
+        head_sha: str | None = None,
+    ) -> dict[str, Any]:
+        """Attach an artifact with arbitrary zip bytes to a run; returns its stored document.
+
+        ``digest`` defaults to ``sha256:<hex of data>`` (pass ``""`` for an artifact without one, as
+        older artifacts have). ``size_in_bytes`` overrides the advertised size; ``chunked`` serves the
+        blob without a Content-Length, so only a streaming byte cap can stop an oversized body.
+        """
+        with self._lock:
+            run = self._runs[run_id]
+            aid = artifact_id if artifact_id is not None else self._new_id()
+            repository = run["_repository"]
+            repo = self._repos[repository.lower()]
+            doc = {
+                "id": aid,
+                "node_id": f"MDg6QXJ0aWZhY3Q{aid}",
+                "name": name,
+                "size_in_bytes": len(data) if size_in_bytes is None else size_in_bytes,
+                "expired": expired,
+                "digest": ("sha256:" + hashlib.sha256(data).hexdigest()) if digest is None else (digest or None),
+                "created_at": run["created_at"],
+                "updated_at": run["created_at"],
+                "expires_at": "2026-04-15T10:00:00Z",
+                "workflow_run": {
+                    "id": run_id,
+                    "repository_id": repo["id"],
+                    "head_repository_id": self._repos[run["_head_repository"].lower()]["id"],
+                    "head_branch": run.get("head_branch"),
+                    "head_sha": head_sha or run.get("head_sha"),
+                },
+            }
+            self._artifacts[aid] = _Artifact(doc, data, repository, run_id, chunked)
+        return doc
+
+    def fault(self, route: str, status: int = 503, *, times: int = 1, retry_after: str | None = None,
+              delay: float = 0.0, body: bytes | None = None) -> None:
+        """Make the next ``times`` requests to ``route`` fail with ``status`` (after ``delay`` seconds).
+
+        ``status=200`` with ``delay`` only slows a route down; ``body`` replaces the error document.
+        """
+        with self._lock:
+            self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body))
+
+    def requests_to(self, route: str) -> list[RequestRecord]:
+        with self._lock:
+            return [r for r in self.log if r.route == route]
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self.log.clear()
+
+    # --- helpers for tests that play the runner -------------------------------------------------------
+    def event_payload(self, run_id: int, *, inputs: Mapping[str, Any] | None = None,
+                      sender_id: int | None = None) -> dict[str, Any]:
+        """A ``workflow_dispatch`` event payload consistent with the run (what GITHUB_EVENT_PATH holds)."""
+        run = self._runs[run_id]
+        repo = self._repos[run["_repository"].lower()]
+        actor = run["actor"]
+        return {
+            "inputs": dict(inputs or {}),
+            "ref": f"refs/heads/{run.get('head_branch')}",
+            "repository": {k: repo[k] for k in ("id", "name", "full_name", "private", "owner")},
+            "sender": _user(sender_id if sender_id is not None else actor["id"], actor["login"]),
+            "workflow": run.get("path"),
+        }
+
+    def runner_env(self, run_id: int, *, event_path: str, ghes: bool = False) -> dict[str, str]:
+        """The ``GITHUB_*`` variables a runner sets for a job of this run."""
+        run = self._runs[run_id]
+        repo = self._repos[run["_repository"].lower()]
+        branch = run.get("head_branch") or "main"
+        return {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_REPOSITORY": repo["full_name"],
+            "GITHUB_REPOSITORY_ID": str(repo["id"]),
+            "GITHUB_REPOSITORY_OWNER": repo["owner"]["login"],
+            "GITHUB_RUN_ID": str(run["id"]),
+            "GITHUB_RUN_NUMBER": str(run["run_number"]),
+            "GITHUB_RUN_ATTEMPT": str(run["run_attempt"]),
+            "GITHUB_WORKFLOW": str(run.get("name")),
+            "GITHUB_WORKFLOW_REF": f"{repo['full_name']}/{run.get('path')}@refs/heads/{branch}",
+            "GITHUB_WORKFLOW_SHA": str(run.get("head_sha")),
+            "GITHUB_SHA": str(run.get("head_sha")),
+            "GITHUB_REF": f"refs/heads/{branch}",
+            "GITHUB_REF_NAME": branch,
+            "GITHUB_REF_TYPE": "branch",
+            "GITHUB_EVENT_NAME": str(run.get("event")),
+            "GITHUB_EVENT_PATH": event_path,
+            "GITHUB_ACTOR": run["actor"]["login"],
+            "GITHUB_ACTOR_ID": str(run["actor"]["id"]),
+            "GITHUB_TRIGGERING_ACTOR": run["triggering_actor"]["login"],
+            "GITHUB_SERVER_URL": self.url,
+            "GITHUB_API_URL": self.api_url(ghes=ghes),
+        }
+
+    # --- rendering (called with the lock held) ------------------------------------------------------
+    def _minimal_repo(self, full_name: str, base: str) -> dict[str, Any]:
+        repo = self._repos[full_name.lower()]
+        api = f"{base}/repos/{repo['full_name']}"
+        return {**copy.deepcopy(repo), "url": api, "html_url": f"{self.url}/{repo['full_name']}"}
+
+    def _render_run(self, doc: Mapping[str, Any], base: str, attempt: int | None = None) -> dict[str, Any]:
+        out = {k: copy.deepcopy(v) for k, v in doc.items() if not k.startswith("_")}
+        repository = doc["_repository"]
+        rid = doc["id"]
+        api = f"{base}/repos/{repository}/actions/runs/{rid}"
+        urls = {
+            "url": api,
+            "html_url": f"{self.url}/{repository}/actions/runs/{rid}",
+            "jobs_url": f"{api}/jobs",
+            "logs_url": f"{api}/logs",
+            "check_suite_url": f"{base}/repos/{repository}/check-suites/{rid + 1}",
+            "artifacts_url": f"{api}/artifacts",
+            "cancel_url": f"{api}/cancel",
+            "rerun_url": f"{api}/rerun",
+            "workflow_url": f"{base}/repos/{repository}/actions/workflows/{doc.get('workflow_id')}",
+            "repository": self._minimal_repo(repository, base),
+            "head_repository": self._minimal_repo(doc["_head_repository"], base),
+        }
+        for key, value in urls.items():
+            if key not in doc and key not in doc["_removed"]:  # an override (or REMOVE) of a URL field wins
+                out[key] = value
+        current = doc.get("run_attempt")
+        shown = attempt if attempt is not None else current
+        if isinstance(shown, int):
+            out["run_attempt"] = shown
+            out["previous_attempt_url"] = f"{api}/attempts/{shown - 1}" if shown > 1 else None
+        if attempt is not None and attempt != current:
+            out["url"] = f"{api}/attempts/{attempt}"
+        return out
+
+    def _render_artifact(self, art: _Artifact, base: str) -> dict[str, Any]:
+        out = copy.deepcopy(art.doc)
+        api = f"{base}/repos/{art.repository}/actions/artifacts/{art.doc['id']}"
+        out["url"] = api
+        out["archive_download_url"] = f"{api}/zip"
+        return out
+
+
+_DOCS = "https://docs.github.com/rest"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: GitHubServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as PyGithub's connection pool expects
+    server_version = "GitHub.com"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # the request log replaces stderr noise
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    # --- plumbing ---------------------------------------------------------------------------------------
+    def _dispatch(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        parts = urlsplit(self.path)
+        path = parts.path
+        prefix = ""
+        if path == GHES_PREFIX or path.startswith(GHES_PREFIX + "/"):
+            prefix = GHES_PREFIX
+            path = path[len(GHES_PREFIX):] or "/"
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        route, params = _route(method, path)
+        status = 500
+        try:
+            status = self._serve(route, params, prefix, query)
+        finally:
+            record = RequestRecord(
+                method=method,
+                path=self.path,
+                route=route,
+                authorization="Authorization" in self.headers,
+                headers={k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"},
+                status=status,
+            )
+            with self.owner._lock:
+                self.owner.log.append(record)
+
+    def _serve(self, route: str, params: dict[str, str], prefix: str, query: dict[str, str]) -> int:
+        owner = self.owner
+        with owner._lock:
+            queue = owner._faults.get(route, [])
+            fault = queue[0] if queue else None
+            if fault is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    queue.pop(0)
+        if fault is not None:
+            if fault.delay:
+                time.sleep(fault.delay)
+            if fault.status != 200:
+                headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+                body = fault.body if fault.body is not None else _json_bytes(
+                    {"message": f"injected {fault.status}", "documentation_url": _DOCS})
+                return self._send(fault.status, body, headers=headers)
+
+        if route == "unknown":
+            return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+        if route == "blob":
+            return self._blob(params, query)
+        if not self._authorized():
+            return self._json(401, {"message": "Bad credentials", "documentation_url": _DOCS, "status": "401"})
+
+        base = owner.url + prefix
+        with owner._lock:
+            repo = owner._repos.get(f"{params['owner']}/{params['repo']}".lower())
+            if repo is None:
+                return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+            if route == "repo":
+                return self._json(200, owner._minimal_repo(repo["full_name"], base))
+            if route in ("run", "run_attempt", "run_artifacts"):
+                run = owner._runs.get(int(params["run_id"]))
+                if run is None or run["_repository"].lower() != repo["full_name"].lower():
+                    return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+                if route == "run":
+                    return self._json(200, owner._render_run(run, base))
+                if route == "run_attempt":
+                    attempt = int(params["attempt"])
+                    current = run.get("run_attempt")
+                    if not 1 <= attempt <= (current if isinstance(current, int) else 1):
+                        return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+                    return self._json(200, owner._render_run(run, base, attempt))
+                items = [a for a in owner._artifacts.values() if a.run_id == run["id"]]
+                return self._page(items, query, base)
+            if route == "repo_artifacts":
+                items = [a for a in owner._artifacts.values() if a.repository.lower() == repo["full_name"].lower()]
+                return self._page(items, query, base)
+            art = owner._artifacts.get(int(params["artifact_id"]))
+            if art is None or art.repository.lower() != repo["full_name"].lower():
+                return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+            if route == "artifact":
+                return self._json(200, owner._render_artifact(art, base))
+            # artifact_zip
+            if art.doc.get("expired"):
+                return self._json(410, {"message": "Artifact has expired", "documentation_url": _DOCS})
+            location = f"{owner.url}/_blob/{art.doc['id']}?sig={art.sig}"
+            return self._send(302, b"", headers={"Location": location})
+
+    def _authorized(self) -> bool:
+        header = self.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        return scheme.lower() in ("token", "bearer") and secrets.compare_digest(value.strip(), self.owner.token)
+
+    def _page(self, items: list[_Artifact], query: dict[str, str], base: str) -> int:
+        name = query.get("name")
+        if name is not None:
+            items = [a for a in items if a.doc["name"] == name]
+        items.sort(key=lambda a: a.doc["id"], reverse=True)  # newest first, as GitHub lists them
+        try:
+            per_page = max(1, min(100, int(query.get("per_page", "30"))))
+            page = max(1, int(query.get("page", "1")))
+        except ValueError:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        total = len(items)
+        chunk = items[(page - 1) * per_page: page * per_page]
+        body = {"total_count": total, "artifacts": [self.owner._render_artifact(a, base) for a in chunk]}
+        last = max(1, -(-total // per_page))
+        links = []
+        here = urlsplit(self.path).path
+
+        def link(p: int, rel: str) -> str:
+            q = {k: v for k, v in query.items() if k not in ("page", "per_page")}
+            q.update({"per_page": str(per_page), "page": str(p)})
+            return f'<{self.owner.url}{here}?{urlencode(q)}>; rel="{rel}"'
+
+        if page > 1:
+            links += [link(page - 1, "prev"), link(1, "first")]
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
+
+    def _blob(self, params: dict[str, str], query: dict[str, str]) -> int:
+        if "Authorization" in self.headers:
+            # Storage hosts reject a second credential next to the signed URL; so do we.
+            return self._send(403, b"<Error><Code>AuthenticationFailed</Code><Message>Authorization header "
+                              b"is not allowed with a signed URL</Message></Error>",
+                              content_type="application/xml")
+        with self.owner._lock:
+            art = self.owner._artifacts.get(int(params["artifact_id"]))
+        if art is None or not secrets.compare_digest(query.get("sig", ""), art.sig):
+            return self._send(404, b"<Error><Code>BlobNotFound</Code></Error>", content_type="application/xml")
+        if art.chunked:
+            return self._send_chunked(200, art.data, content_type="application/zip")
+        return self._send(200, art.data, content_type="application/zip")
+
+    def _json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> int:
+        return self._send(status, _json_bytes(body), headers=headers)
+
+    def _send(self, status: int, body: bytes, *, headers: Mapping[str, str] | None = None,
+              content_type: str = "application/json; charset=utf-8") -> int:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-GitHub-Media-Type", "github.v3; format=json")
+        self.send_header("X-RateLimit-Limit", "5000")
+        self.send_header("X-RateLimit-Remaining", "4999")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+        return status
+
+    def _send_chunked(self, status: int, body: bytes, *, content_type: str) -> int:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in _chunks(body, 16 * 1024):
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+        return status
+
+
+def _chunks(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value).encode("utf-8")
+
+
+def _route(method: str, path: str) -> tuple[str, dict[str, str]]:
+    """Map a path (prefix removed) to a route name and its parameters."""
+    parts = [p for p in path.split("/") if p]
+    if method == "GET" and len(parts) == 2 and parts[0] == "_blob" and parts[1].isdigit():
+        return "blob", {"artifact_id": parts[1]}
+    if method != "GET" or len(parts) < 3 or parts[0] != "repos":
+        return "unknown", {}
+    params = {"owner": parts[1], "repo": parts[2]}
+    rest = parts[3:]
+    if not rest:
+        return "repo", params
+    if rest[:2] == ["actions", "runs"] and len(rest) >= 3 and rest[2].isdigit():
+        params["run_id"] = rest[2]
+        if len(rest) == 3:
+            return "run", params
+        if len(rest) == 4 and rest[3] == "artifacts":
+            return "run_artifacts", params
+        if len(rest) == 5 and rest[3] == "attempts" and rest[4].isdigit():
+            params["attempt"] = rest[4]
+            return "run_attempt", params
+        return "unknown", {}
+    if rest[:2] == ["actions", "artifacts"]:
+        if len(rest) == 2:
+            return "repo_artifacts", params
+        if rest[2].isdigit():
+            params["artifact_id"] = rest[2]
+            if len(rest) == 3:
+                return "artifact", params
+            if len(rest) == 4 and rest[3] == "zip":
+                return "artifact_zip", params
+    return "unknown", {}
