@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Writes ``action.yml`` and ``composite/action.yml`` from ``interface.py``, the single source of truth.
+
+Both action variants declare exactly the inputs and outputs of :mod:`testops_evidence.interface`, with
+the same descriptions and defaults; only ``runs:`` differs. Generating them (rather than keeping three
+lists in step by hand) is what makes "added to one variant and not the other" impossible; the
+meta-test ``tests/test_action_meta.py`` runs ``--check`` and also checks the parsed files on their own.
+
+    python scripts/gen_action.py                  # rewrite both files
+    python scripts/gen_action.py --image release  # a release commit: the prebuilt GHCR image
+    python scripts/gen_action.py --check          # exit 1 and show a diff when a file is stale
+
+``--check`` keeps whichever image form action.yml has (``Dockerfile`` on main, the GHCR image of
+exactly this version on a release commit), so a release commit with a stale version tag fails it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from testops_evidence import __version__, interface  # noqa: E402
+
+HEADER = (
+    "# Generated from src/testops_evidence/interface.py by scripts/gen_action.py: edit the interface\n"
+    "# there and regenerate (a test fails while this file is stale).\n"
+)
+NAME = "TestOps Evidence"
+# The Marketplace shows at most 125 characters of the description.
+DESCRIPTION = "Fail-closed evaluation campaigns on GitHub Actions: evidence bound to run, commit and plan, published to Allure TestOps."
+AUTHOR = "testops-evidence maintainers"
+# The published action's repository and its prebuilt image (docs/releasing.md).
+ACTION_REPOSITORY = "testops-evidence/testops-evidence"
+RELEASE_IMAGE = f"docker://ghcr.io/{ACTION_REPOSITORY}:v{__version__}"
+
+
+def q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON string syntax is a subset of it)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def env_name(input_name: str) -> str:
+    # GitHub sets no INPUT_* variables for composite actions, so the composite variant sets them
+    # itself; underscores, because the entrypoint reads both spellings and shells need underscores.
+    return "INPUT_" + input_name.upper().replace("-", "_")
+
+
+def io_sections(*, composite: bool) -> list[str]:
+    lines = ["inputs:"]
+    for spec in interface.INPUTS:
+        lines.append(f"  {spec.name}:")
+        lines.append(f"    description: {q(spec.description)}")
+        lines.append(f"    required: {'true' if spec.name == 'mode' else 'false'}")
+        if spec.default is not None:
+            lines.append(f"    default: {q(spec.default)}")
+    lines.append("outputs:")
+    for out in interface.OUTPUTS:
+        lines.append(f"  {out.name}:")
+        lines.append(f"    description: {q(out.description)}")
+        if composite:
+            lines.append(f"    value: ${{{{ steps.run.outputs.{out.name} }}}}")
+    return lines
+
+
+def docker_action(image: str = "Dockerfile") -> str:
+    lines = [
+        f"name: {q(NAME)}",
+        f"description: {q(DESCRIPTION)}",
+        f"author: {q(AUTHOR)}",
+        "branding:",
+        "  icon: shield",
+        "  color: green",
+        *io_sections(composite=False),
+        "runs:",
+        "  using: docker",
+        "  # Built from the checkout on every job on main; a release commit points at the prebuilt image of",
+        "  # exactly its version (scripts/gen_action.py --image release, docs/releasing.md).",
+        f"  image: {image}",
+    ]
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def composite_action() -> str:
+    env_lines = [f"        {env_name(spec.name)}: ${{{{ inputs.{spec.name} }}}}" for spec in interface.INPUTS]
+    lines = [
+        f"name: {q(NAME + ' (composite)')}",
+        f"description: {q('The same action without Docker: runs on Linux, macOS and Windows runners from a venv.')}",
+        f"author: {q(AUTHOR)}",
+        "branding:",
+        "  icon: shield",
+        "  color: green",
+        *io_sections(composite=True),
+        "runs:",
+        "  using: composite",
+        "  steps:",
+        "    # A venv built from requirements/runtime.txt with --require-hashes, cached per lock digest and",
+        "    # interpreter in the runner's tool cache; prints the venv's python as the `python` output.",
+        "    - id: setup",
+        "      shell: bash",
+        '      run: bash "$GITHUB_ACTION_PATH/setup.sh"',
+        "    # Inputs reach the entrypoint only through env (never ${{ }} inside run:).",
+        "    - id: run",
+        "      shell: bash",
+        "      env:",
+        "        TESTOPS_EVIDENCE_PYTHON: ${{ steps.setup.outputs.python }}",
+        *env_lines,
+        '      run: \'"$TESTOPS_EVIDENCE_PYTHON" -I "$GITHUB_ACTION_PATH/../entrypoint.py"\'',
+    ]
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def current_image() -> str:
+    """``release`` when action.yml points at a GHCR image (whatever its tag), else ``dockerfile``."""
+    path = ROOT / "action.yml"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return "release" if f"image: docker://ghcr.io/{ACTION_REPOSITORY}:" in text else "dockerfile"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report stale files instead of writing")
+    parser.add_argument("--image", choices=("dockerfile", "release"),
+                        help="action.yml's image: the Dockerfile (main) or this version's GHCR image (a release)")
+    args = parser.parse_args()
+    image = RELEASE_IMAGE if (args.image or current_image()) == "release" else "Dockerfile"
+    targets = {ROOT / "action.yml": docker_action(image), ROOT / "composite" / "action.yml": composite_action()}
+    stale = 0
+    for path, want in targets.items():
+        have = path.read_text(encoding="utf-8") if path.exists() else ""
+        if want == have:
+            continue
+        if args.check:
+            stale += 1
+            rel = str(path.relative_to(ROOT))
+            sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), want.splitlines(True), rel, rel + " (generated)"))
+        else:
+            path.write_text(want, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print(f"\n{stale} file(s) stale: run python scripts/gen_action.py", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
