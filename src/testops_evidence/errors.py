@@ -80,6 +80,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("selection.matrix_too_large", _I, "a matrix output would exceed GitHub's output limits",
               "Split the campaign into several selections of the same plan (`cases:`)."),
         _spec("selection.job_run_env", _U, "the `allurectl job-run env` output is invalid"),
+        _spec("selection.invalid", _I, "the selection document does not match its schema"),
+        _spec("selection.not_planned", _I, "a requested case is not in the plan this selection narrows"),
+        _spec("selection.catalog", _U, "the catalog is invalid or has no entry for a selected case"),
         _spec("worker.token_present", _I, "a TestOps token variable exists in a worker job",
               "Remove ALLURE_TOKEN / TESTOPS_TOKEN from the worker job's env."),
         # --- export --------------------------------------------------------------------------------
