@@ -1,0 +1,173 @@
+"""Adapters: build a cell result from reports written by real test frameworks.
+
+Two report formats are read — JUnit XML (``pytest --junitxml``, and most other runners) and an
+allure-results directory (allure-pytest, allure-js, ...). Both parsers reduce a report to a list of
+:class:`Outcome` (one per test case); :func:`build_cell` maps outcomes to the contract case's checks.
+
+Mapping a test case to a check (first rule that matches wins):
+
+1. an explicit marker: the JUnit property ``check`` (pytest: ``record_property("check", "<id>")``), or
+   the Allure label ``check`` (``allure.label("check", "<id>")``) or an Allure parameter named ``check``;
+2. the parametrisation id in brackets, ``test_check[tool-called]``, when it is a check id;
+3. the test's name without a leading ``test_`` and with ``_`` read as ``-``: ``test_tool_called``.
+
+A test whose ``case`` property/label names another case is ignored, so one report may hold many cases.
+Tests that map to no check are ignored (and counted in the cell's message).
+
+Per check: passed when every mapped test passed; failed when one failed; *not recorded* when no mapped
+test ran (absent or skipped); errored when one errored (JUnit ``<error>``, Allure ``broken``/``unknown``).
+The disposition is ``passed`` when every check passed; ``infrastructure_failure`` when a check was not
+recorded, a test errored, or an ``infrastructure`` check failed; otherwise ``behavior_failure``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from testops_evidence.contract import Case
+from testops_evidence.evidence.cells import CELL_SCHEMA, format_time
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+MESSAGE_LIMIT = 500
+_PARAM = re.compile(r"\[([^\[\]]{1,200})\]$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One test case of a report, reduced to what the mapping needs."""
+
+    name: str
+    status: str  # passed | failed | error | skipped
+    message: str | None = None
+    case: str | None = None  # an explicit case marker, if any
+    checks: tuple[str, ...] = ()  # explicit check markers, if any
+    start_ms: int | None = None
+    stop_ms: int | None = None
+
+
+@dataclass
+class _CheckState:
+    statuses: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+
+def short_message(text: str | None) -> str | None:
+    if not text:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MESSAGE_LIMIT else flat[: MESSAGE_LIMIT - 3] + "..."
+
+
+def map_check(outcome: Outcome, check_ids: Iterable[str]) -> str | None:
+    """The check a test case measures, by the documented rules; None if it maps to none."""
+    ids = set(check_ids)
+    for explicit in outcome.checks:
+        if explicit in ids:
+            return explicit
+    if outcome.checks:
+        return None  # an explicit marker naming no check of this case is not second-guessed
+    param = _PARAM.search(outcome.name)
+    if param and param.group(1) in ids:
+        return param.group(1)
+    base = _PARAM.sub("", outcome.name)
+    base = base.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+    candidate = base.removeprefix("test_").replace("_", "-").lower()
+    return candidate if candidate in ids else None
+
+
+def attempt_id_for(input_digests: Sequence[tuple[str, str]]) -> str:
+    """A stable attempt id for adapted reports: the same reports give the same id."""
+    digest = hashlib.sha256()
+    for name, sha in sorted(input_digests):
+        digest.update(f"{name}\0{sha}\n".encode())
+    return "adapted-" + digest.hexdigest()[:32]
+
+
+def build_cell(
+    case: Case,
+    outcomes: Sequence[Outcome],
+    *,
+    source_sha: str,
+    profile: Mapping[str, str],
+    inputs: Sequence[tuple[str, str]],
+    fallback_time: float,
+    attempt_id: str | None = None,
+    origin: str = "report",
+) -> dict[str, Any]:
+    """A ``cell-result/v1`` document for ``case`` from report outcomes (see the module docstring)."""
+    states = {check_id: _CheckState() for check_id in case.checks}
+    mapped = unmapped = 0
+    starts: list[int] = []
+    stops: list[int] = []
+    for outcome in outcomes:
+        if outcome.case is not None and outcome.case != case.key:
+            continue
+        check_id = map_check(outcome, case.checks)
+        if check_id is None:
+            unmapped += 1
+            continue
+        mapped += 1
+        state = states[check_id]
+        state.statuses.append(outcome.status)
+        message = short_message(outcome.message)
+        if message and outcome.status in (FAILED, ERROR):
+            state.messages.append(message)
+        if outcome.start_ms is not None:
+            starts.append(outcome.start_ms)
+        if outcome.stop_ms is not None:
+            stops.append(outcome.stop_ms)
+
+    checks: list[dict[str, Any]] = []
+    not_recorded: list[str] = []
+    errored: list[str] = []
+    failed: list[str] = []
+    for check_id, state in states.items():
+        ran = [s for s in state.statuses if s != SKIPPED]
+        entry: dict[str, Any] = {"id": check_id, "passed": bool(ran) and all(s == PASSED for s in ran)}
+        if not ran:
+            not_recorded.append(check_id)
+            entry["message"] = "not recorded: no test case of the report ran for this check"
+        elif ERROR in ran:
+            errored.append(check_id)
+            entry["message"] = "error: " + (state.messages[0] if state.messages else "the test errored")
+        elif FAILED in ran:
+            failed.append(check_id)
+            if state.messages:
+                entry["message"] = "failed: " + state.messages[0]
+        checks.append(entry)
+
+    infra_failed = [c for c in failed if case.checks[c] == "infrastructure"]
+    if not (not_recorded or errored or failed):
+        disposition = "passed"
+    elif not_recorded or errored or infra_failed:
+        disposition = "infrastructure_failure"
+    else:
+        disposition = "behavior_failure"
+
+    fallback_ms = int(fallback_time * 1000)
+    start_ms = min(starts) if starts else fallback_ms
+    stop_ms = max([*stops, start_ms]) if stops else start_ms
+    parts = [f"adapted from {origin}: {mapped} test(s) mapped to {len(states)} check(s)"]
+    for label, items in (("failed", failed), ("errored", errored), ("not recorded", not_recorded)):
+        if items:
+            parts.append(f"{label}: {', '.join(items)}")
+    if unmapped:
+        parts.append(f"{unmapped} test(s) mapped to no check")
+    return {
+        "schema": CELL_SCHEMA,
+        "case": case.key,
+        "attempt-id": attempt_id or attempt_id_for(inputs),
+        "disposition": disposition,
+        "started-at": format_time(datetime.fromtimestamp(start_ms / 1000, UTC)),
+        "finished-at": format_time(datetime.fromtimestamp(stop_ms / 1000, UTC)),
+        "source-sha": source_sha,
+        "profile": dict(profile),
+        "checks": checks,
+        "message": "; ".join(parts),
+        "artifacts": [{"path": name, "sha256": sha} for name, sha in sorted(inputs)],
+    }

@@ -1,0 +1,161 @@
+"""JUnit XML → outcomes, parsed with ``xml.etree`` and hardened by hand.
+
+``defusedxml`` is not a dependency, and expat expands internal entities (the "billion laughs"), so the
+input is refused before parsing if it declares a DOCTYPE or an ENTITY; its size, nesting depth and
+element count are capped while it is parsed incrementally. Only UTF-8 (or ASCII) input is accepted, so
+the byte scan for declarations cannot be evaded by another encoding.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
+
+JUNIT_LIMIT = 32 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_ELEMENTS = 500_000
+_CHUNK = 64 * 1024
+_DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+_ENCODING = re.compile(rb"^\s*<\?xml[^>]*encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
+_BOM_UTF8 = b"\xef\xbb\xbf"
+
+
+def _refuse(source: str, message: str, actual: object = None) -> Refusal:
+    return Refusal("export.adapter", f"JUnit XML {source}: {message}", field=source,
+                   expected="a well-formed UTF-8 JUnit XML report without DTD", actual=actual)
+
+
+def parse_xml(data: bytes, source: str = "report.xml") -> ET.Element:
+    """Parse untrusted XML with the caps above; every problem is ``export.adapter``."""
+    if len(data) > JUNIT_LIMIT:
+        raise _refuse(source, f"larger than {JUNIT_LIMIT} bytes", len(data))
+    body = data[len(_BOM_UTF8):] if data.startswith(_BOM_UTF8) else data
+    if body.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in body:
+        raise _refuse(source, "not UTF-8 (UTF-16 and NUL bytes are refused)")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _refuse(source, "not valid UTF-8") from None
+    declared = _ENCODING.match(body)
+    if declared and declared.group(1).lower() not in (b"utf-8", b"utf8", b"us-ascii", b"ascii"):
+        raise _refuse(source, "declares an encoding other than UTF-8", declared.group(1).decode("ascii"))
+    if _DECLARATION.search(body):
+        raise _refuse(source, "has a DOCTYPE or ENTITY declaration, which is refused (entity expansion)")
+
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
+    root: ET.Element | None = None
+    depth = count = 0
+    try:
+        for offset in range(0, len(body) or 1, _CHUNK):
+            parser.feed(body[offset : offset + _CHUNK])
+            for item in parser.read_events():
+                event, element = item if isinstance(item, tuple) and len(item) == 2 else ("", None)
+                if not isinstance(element, ET.Element):  # only start/end events were asked for
+                    continue
+                if event == "start":
+                    depth += 1
+                    count += 1
+                    if root is None:
+                        root = element
+                    if depth > MAX_DEPTH:
+                        raise _refuse(source, f"nested deeper than {MAX_DEPTH} elements", depth)
+                    if count > MAX_ELEMENTS:
+                        raise _refuse(source, f"has more than {MAX_ELEMENTS} elements", count)
+                else:
+                    depth -= 1
+        parser.close()
+    except ET.ParseError as exc:
+        raise _refuse(source, f"is not well-formed XML ({exc})") from None
+    if root is None:
+        raise _refuse(source, "is empty")
+    return root
+
+
+def _local(tag: object) -> str:
+    text = tag if isinstance(tag, str) else ""
+    return text.rsplit("}", 1)[-1]
+
+
+def _suite_start_ms(suite: ET.Element) -> int | None:
+    stamp = suite.get("timestamp")
+    if not stamp:
+        return None
+    try:
+        value = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if value.tzinfo is None:  # JUnit writers without an offset write UTC on CI runners; documented
+        value = value.replace(tzinfo=UTC)
+    try:
+        return int(value.timestamp() * 1000)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _seconds_ms(text: str | None) -> int:
+    if not text:
+        return 0
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        return 0
+    if not (0 <= value < 10**9):  # also rejects NaN and infinities
+        return 0
+    return int(value * 1000)
+
+
+def _case_outcome(testcase: ET.Element, start_ms: int | None) -> Outcome:
+    properties: dict[str, list[str]] = {}
+    status, message = PASSED, None
+    for child in testcase:
+        tag = _local(child.tag)
+        if tag == "properties":
+            for prop in child:
+                if _local(prop.tag) == "property":
+                    properties.setdefault(prop.get("name", ""), []).append(prop.get("value", "") or "")
+        elif tag == "error" or (tag == "failure" and status != ERROR) or (tag == "skipped" and status == PASSED):
+            status = {"error": ERROR, "failure": FAILED, "skipped": SKIPPED}[tag]
+            message = child.get("message") or (child.text or "").strip() or None
+    name = testcase.get("name", "") or ""
+    duration = _seconds_ms(testcase.get("time"))
+    cases = properties.get("case", [])
+    return Outcome(
+        name=name,
+        status=status,
+        message=message,
+        case=cases[0] if cases else None,
+        checks=tuple(properties.get("check", [])),
+        start_ms=start_ms,
+        stop_ms=start_ms + duration if start_ms is not None else None,
+    )
+
+
+def parse_junit(data: bytes, source: str = "report.xml") -> list[Outcome]:
+    """Every ``<testcase>`` of a JUnit report (``<testsuites>`` or a bare ``<testsuite>`` root)."""
+    root = parse_xml(data, source)
+    if _local(root.tag) not in ("testsuites", "testsuite"):
+        raise _refuse(source, "has no <testsuites> or <testsuite> root", _local(root.tag))
+    outcomes: list[Outcome] = []
+
+    def walk(suite: ET.Element, start_ms: int | None) -> None:
+        own = _suite_start_ms(suite)
+        start = own if own is not None else start_ms
+        suite_end = start + _seconds_ms(suite.get("time")) if start is not None else None
+        for child in suite:
+            tag = _local(child.tag)
+            if tag == "testsuite":
+                walk(child, start)
+            elif tag == "testcase":
+                outcome = _case_outcome(child, start)
+                if suite_end is not None and outcome.stop_ms is not None and outcome.stop_ms < suite_end:
+                    # A case's own start is not in JUnit; the suite's span bounds the attempt instead.
+                    outcome = Outcome(outcome.name, outcome.status, outcome.message, outcome.case, outcome.checks,
+                                      outcome.start_ms, suite_end)
+                outcomes.append(outcome)
+
+    walk(root, None)
+    return outcomes

@@ -1,0 +1,96 @@
+"""Safe listing and hashing of directories that come from other jobs (cell results, allure-results).
+
+Directories are opened component by component with ``O_NOFOLLOW`` and ``dir_fd`` and listed from the
+open descriptor, so a symbolic link planted in an artifact can never redirect a read; links, devices
+and names outside the allowed alphabet are refused rather than skipped, because a skipped entry would
+be evidence silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from testops_evidence.errors import Refusal
+from testops_evidence.safeio import NAME_RE, open_safe, sha256_fd
+
+# An allure-results directory holds two files per case plus a few extras; 10,000 cases fit easily.
+MAX_ENTRIES = 100_000
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    is_dir: bool
+    size: int
+
+
+def _open_dir(root: str | os.PathLike[str], relpath: str) -> int:
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        raise Refusal("io.missing", f"directory {root} does not exist", field="path",
+                      expected="an existing directory", actual=str(root)) from None
+    except OSError as exc:
+        raise Refusal("io.unsafe_path", f"{root} cannot be opened as a directory without following links "
+                      f"({exc.strerror})", field="path", expected="a real directory", actual=str(root)) from None
+    for part in [p for p in relpath.split("/") if p]:
+        if part in (".", "..") or not NAME_RE.match(part):
+            os.close(fd)
+            raise Refusal("io.unsafe_path", f"path component {part!r} is not allowed", field="path",
+                          expected="names of [A-Za-z0-9._-]", actual=relpath)
+        try:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise Refusal("io.unsafe_path", f"{relpath} is not a real directory ({exc.strerror})", field="path",
+                          expected="a directory, not a link", actual=relpath) from None
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def list_dir(root: str | os.PathLike[str], relpath: str = "") -> list[Entry]:
+    """Entries of ``root/relpath`` sorted by name; regular files and directories only."""
+    fd = _open_dir(root, relpath)
+    entries: list[Entry] = []
+    try:
+        with os.scandir(fd) as scan:
+            for item in scan:
+                where = f"{relpath}/{item.name}" if relpath else item.name
+                if not NAME_RE.match(item.name):
+                    raise Refusal("io.unsafe_path", f"{where!r} has a name outside [A-Za-z0-9._-]", field="path",
+                                  expected="names of [A-Za-z0-9._-]", actual=where)
+                st = item.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    entries.append(Entry(item.name, True, 0))
+                elif stat.S_ISREG(st.st_mode):
+                    entries.append(Entry(item.name, False, st.st_size))
+                else:
+                    raise Refusal("io.unsafe_path", f"{where} is neither a regular file nor a directory",
+                                  field="path", expected="regular files and directories only", actual=where)
+                if len(entries) > MAX_ENTRIES:
+                    raise Refusal("io.too_large", f"{root}/{relpath} has more than {MAX_ENTRIES} entries",
+                                  field="entries", expected=f"<= {MAX_ENTRIES}", actual="more")
+    finally:
+        os.close(fd)
+    return sorted(entries, key=lambda e: e.name)
+
+
+def hash_file(root: str | os.PathLike[str], relpath: str, *, limit: int) -> tuple[str, int]:
+    """SHA-256 and size of ``root/relpath``, read through the safe opener (streamed, constant memory)."""
+    with open_safe(root, relpath, limit=limit) as (fd, st):
+        return sha256_fd(fd), st.st_size
+
+
+def is_empty_or_absent(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    return not os.listdir(path)

@@ -1,0 +1,141 @@
+"""Shared fixtures for the evidence tests (cells, adapters, export, upload, verify, rehearse)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.context import env_context
+from testops_evidence.contract import Contract, contract_from_document, load_contract
+from testops_evidence.evidence.selection import TestOpsBinding, build_selection, selection_bytes, write_selection
+from testops_evidence.safeio import sha256_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_CONTRACT = REPO / "examples" / "contract.yml"
+HEAD_SHA = "0123456789abcdef0123456789abcdef01234567"
+OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
+RUN_ID = 9_100_200_300
+SENTINEL = "SENTINEL-TOKEN-7f3a9c1e-do-not-leak"
+
+
+def actions_env(**overrides: str) -> dict[str, str]:
+    """The runner variables of one worker job of the example campaign's run."""
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": "acme/agents",
+        "GITHUB_WORKFLOW_REF": "acme/agents/.github/workflows/agent-evals.yml@refs/heads/main",
+        "GITHUB_SHA": HEAD_SHA,
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_REF_NAME": "main",
+        "GITHUB_RUN_ID": str(RUN_ID),
+        "GITHUB_RUN_NUMBER": "42",
+        "GITHUB_RUN_ATTEMPT": "1",
+        "GITHUB_EVENT_NAME": "workflow_dispatch",
+        "GITHUB_ACTOR_ID": "1234567",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_API_URL": "https://api.github.com",
+    }
+    env.update(overrides)
+    return env
+
+
+def example_contract() -> Contract:
+    return load_contract(EXAMPLE_CONTRACT)
+
+
+def small_contract(*, run_attempts: str = "first-only", testops: bool = False, cases: int = 3) -> Contract:
+    """A three-case contract (native and external) for focused tests."""
+    document: dict[str, Any] = {
+        "version": 1,
+        "campaign": "agent-protocol",
+        "trust": {"repository": "acme/agents", "events": ["workflow_dispatch"], "branches": ["main"],
+                  "workflows": [".github/workflows/agent-evals.yml"], "run-attempts": run_attempts},
+        "profile": {"id": "sonnet-default", "model": "claude-sonnet-5", "provider": "anthropic"},
+        "lanes": {"native": {"max-parallel": 2}, "external": {"max-parallel": 1}},
+        "cases": [
+            {"key": "get-task-context", "testops-id": 194, "full-name": "agents/protocol/get-task-context",
+             "title": "Get task context", "lane": "native",
+             "checks": {"tool-called": "behavior", "answer-grounded": "behavior", "cleanup": "infrastructure"}},
+            {"key": "budget-stop", "testops-id": 201, "full-name": "agents/protocol/budget-stop",
+             "title": "Stop when the budget is exhausted", "lane": "native",
+             "checks": {"stopped-at-budget": "behavior", "spend-reported": "behavior"}},
+            {"key": "company-credential-approval", "testops-id": 195,
+             "full-name": "agents/protocol/company-credential-approval",
+             "title": "Company credential setup with human approval", "lane": "external",
+             "checks": {"secret-saved": "behavior", "approval-recorded": "behavior"}},
+        ],
+    }
+    for index in range(3, cases):
+        document["cases"].append({
+            "key": f"case-{index:05d}", "testops-id": 1000 + index, "full-name": f"agents/bulk/case-{index:05d}",
+            "title": f"Bulk case {index}", "lane": "native", "checks": {"ok": "behavior"}})
+    if testops:
+        document["testops"] = {"endpoint": "http://127.0.0.1:1", "project-id": 12,
+                               "plan": {"id": 340, "name": "Agent protocol evals"}}
+    return contract_from_document(document, "<small contract>")
+
+
+def write_contract(contract: Contract, path: Path) -> Path:
+    path.write_text(json.dumps(contract.document, indent=2))
+    return path
+
+
+def make_selection(tmp: Path, contract: Contract, env: Mapping[str, str], *, keys: Iterable[str] | None = None,
+                   testops: TestOpsBinding | None = None, name: str = "selection.json") -> tuple[Path, str]:
+    """Write a selection as select would (files backend unless a TestOps binding is given)."""
+    wanted = list(keys) if keys is not None else [c.key for c in contract.cases]
+    document = build_selection(contract, env_context(env), [contract.case(k) for k in wanted],
+                               backend="testops" if testops else "files", source="contract" if testops is None
+                               else "job-run", testops=testops)
+    data = selection_bytes(document)
+    path = write_selection(tmp / name, data)
+    return path, sha256_bytes(data)
+
+
+def cell(contract: Contract, key: str, *, disposition: str = "passed", failed: Iterable[str] = (),
+         attempt: str | None = None, sha: str = HEAD_SHA, started: str = "2026-12-01T10:02:00Z",
+         finished: str = "2026-12-01T10:05:12Z", **extra: Any) -> dict[str, Any]:
+    """A cell-result/v1 document for ``key``; ``failed`` names the checks that did not pass."""
+    failing = set(failed)
+    document = {
+        "schema": "testops-evidence/cell-result/v1",
+        "case": key,
+        "attempt-id": attempt or f"attempt-{key}",
+        "disposition": disposition,
+        "started-at": started,
+        "finished-at": finished,
+        "source-sha": sha,
+        "profile": dict(contract.profile),
+        "checks": [{"id": c, "passed": c not in failing} for c in contract.case(key).checks],
+        "usage": {"agent-turns": 4, "input-tokens": 18234, "output-tokens": 2210, "secret-counter": 7},
+    }
+    document.update(extra)
+    return document
+
+
+def write_cells(directory: Path, documents: Iterable[Mapping[str, Any]]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for document in documents:
+        (directory / f"{document['case']}-{document['attempt-id']}.json").write_text(json.dumps(document))
+    return directory
+
+
+def uuid_factory(prefix: str = "00000000-0000-4000-8000") -> Callable[[], str]:
+    counter = itertools.count(1)
+    return lambda: f"{prefix}-{next(counter):012d}"
+
+
+def run_pytest(directory: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a real pytest (this interpreter, allure-pytest installed) in ``directory``."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GITHUB_"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=directory, capture_output=True, text=True, env=full_env, check=False,
+    )

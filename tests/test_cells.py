@@ -1,0 +1,239 @@
+"""Cell results: schema, binding to the selection, duplicates and attempts, and the verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evidence_support import HEAD_SHA, OTHER_SHA, cell, small_contract
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.cells import (
+    USAGE_ALLOWED,
+    CellResult,
+    bind_cells,
+    cell_from_bytes,
+    load_cell,
+    verdict,
+)
+
+CONTRACT = small_contract()
+CASES = list(CONTRACT.cases)
+PROFILE = dict(CONTRACT.profile)
+
+
+def parsed(document: dict[str, object], source: str = "cell.json") -> CellResult:
+    return cell_from_bytes(json.dumps(document).encode(), source)
+
+
+def bind(*documents: dict[str, object], run_attempts: str = "first-only"):
+    cells = [parsed(d, f"cell-{i}.json") for i, d in enumerate(documents)]
+    return bind_cells(cells, selected=CASES, head_sha=HEAD_SHA, profile=PROFILE, run_attempts=run_attempts)
+
+
+def refusal(call) -> Refusal:
+    with pytest.raises(Refusal) as caught:
+        call()
+    return caught.value
+
+
+DESIGN_EXAMPLE = """{
+  "schema": "testops-evidence/cell-result/v1",
+  "case": "get-task-context",
+  "attempt-id": "9f1c2e7a4b3d4e5f8a9b0c1d2e3f4a5b",
+  "disposition": "passed",
+  "started-at": "2026-12-01T10:02:00Z",
+  "finished-at": "2026-12-01T10:05:12Z",
+  "source-sha": "0123456789abcdef0123456789abcdef01234567",
+  "profile": {
+    "id": "sonnet-default",
+    "model": "claude-sonnet-5",
+    "provider": "anthropic",
+    "driver": "runner"
+  },
+  "checks": [
+    {"id": "tool-called", "passed": true},
+    {"id": "answer-grounded", "passed": true, "message": "cited 3 of 3 sources"},
+    {"id": "cleanup", "passed": true}
+  ],
+  "usage": {
+    "agent-turns": 4,
+    "input-tokens": 18234,
+    "output-tokens": 2210,
+    "cost-nanodollars": 61230000
+  },
+  "message": "optional human-readable note from the harness",
+  "artifacts": [
+    {"path": "transcript.json", "sha256": "5d41402abc4b2a76b9719d911017c592ae5b6c4f2f3e1a0b9c8d7e6f5a4b3c2d"}
+  ]
+}"""
+
+
+def test_the_design_example_is_a_valid_cell() -> None:
+    result = cell_from_bytes(DESIGN_EXAMPLE.encode(), "example.json")
+    assert (result.key, result.disposition, result.attempt_id) == (
+        "get-task-context", "passed", "9f1c2e7a4b3d4e5f8a9b0c1d2e3f4a5b")
+    assert result.usage() == {"agent-turns": 4, "input-tokens": 18234, "output-tokens": 2210,
+                              "cost-nanodollars": 61230000}
+
+
+def test_schema_violations_name_the_pointer() -> None:
+    document = cell(CONTRACT, "get-task-context")
+    document["disposition"] = "maybe"
+    error = refusal(lambda: parsed(document))
+    assert error.code == "export.cell_invalid"
+    assert error.field == "/disposition"
+    document = cell(CONTRACT, "get-task-context", unexpected=True)
+    assert refusal(lambda: parsed(document)).code == "export.cell_invalid"
+
+
+def test_not_a_cell_document_is_refused() -> None:
+    error = refusal(lambda: cell_from_bytes(b'{"schema": "testops-evidence/cell-result/v2"}', "x.json"))
+    assert (error.code, error.expected) == ("export.cell_invalid", "testops-evidence/cell-result/v1")
+    assert refusal(lambda: cell_from_bytes(b"\xff\xfe", "x.json")).code == "io.invalid_json"
+
+
+def test_finished_before_started_is_refused() -> None:
+    document = cell(CONTRACT, "budget-stop", started="2026-12-01T10:05:00Z", finished="2026-12-01T10:04:59Z")
+    error = refusal(lambda: parsed(document))
+    assert (error.code, error.field) == ("export.cell_invalid", "finished-at")
+
+
+def test_impossible_dates_are_refused() -> None:
+    document = cell(CONTRACT, "budget-stop", started="2026-02-30T10:05:00Z")
+    assert refusal(lambda: parsed(document)).code == "export.cell_invalid"
+
+
+def test_a_cell_for_an_unselected_case_is_refused() -> None:
+    other = small_contract(cases=4)
+    document = cell(other, "case-00003")
+    error = refusal(lambda: bind(document))
+    assert (error.code, error.field, error.actual) == ("export.cell_binding", "case", "case-00003")
+
+
+def test_a_cell_of_another_commit_is_refused() -> None:
+    error = refusal(lambda: bind(cell(CONTRACT, "budget-stop", sha=OTHER_SHA)))
+    assert (error.code, error.field, error.expected, error.actual) == (
+        "export.cell_binding", "budget-stop/source-sha", HEAD_SHA, OTHER_SHA)
+
+
+def test_a_cell_of_another_profile_is_refused() -> None:
+    document = cell(CONTRACT, "budget-stop")
+    document["profile"] = {**PROFILE, "model": "claude-haiku-9"}
+    error = refusal(lambda: bind(document))
+    assert (error.code, error.field) == ("export.cell_binding", "budget-stop/profile")
+
+
+@pytest.mark.parametrize(("checks", "detail"), [
+    ([{"id": "stopped-at-budget", "passed": True}], "missing: spend-reported"),
+    ([{"id": "stopped-at-budget", "passed": True}, {"id": "spend-reported", "passed": True},
+      {"id": "invented", "passed": True}], "not in the contract: invented"),
+    ([{"id": "stopped-at-budget", "passed": True}, {"id": "stopped-at-budget", "passed": True}], "twice"),
+])
+def test_checks_must_be_exactly_the_contract_checks(checks: list[dict[str, object]], detail: str) -> None:
+    document = cell(CONTRACT, "budget-stop")
+    document["checks"] = checks
+    error = refusal(lambda: bind(document))
+    assert error.code == "export.check_binding"
+    assert detail in error.message
+
+
+def test_two_cells_for_one_case_are_refused_under_first_only() -> None:
+    first = cell(CONTRACT, "budget-stop", attempt="a1")
+    second = cell(CONTRACT, "budget-stop", attempt="a2", finished="2026-12-01T11:00:00Z")
+    error = refusal(lambda: bind(first, second))
+    assert (error.code, error.field) == ("export.duplicate_cell", "budget-stop")
+
+
+def test_run_attempts_any_chooses_the_latest_finished_attempt_and_records_the_others() -> None:
+    early = cell(CONTRACT, "budget-stop", attempt="a1", disposition="behavior_failure", failed=["spend-reported"],
+                 finished="2026-12-01T10:06:00Z", **{"run-attempt": 1})
+    late = cell(CONTRACT, "budget-stop", attempt="a2", finished="2026-12-01T11:00:00Z", **{"run-attempt": 2})
+    middle = cell(CONTRACT, "budget-stop", attempt="a3", finished="2026-12-01T10:30:00Z", **{"run-attempt": 2})
+    bound = bind(early, late, middle, run_attempts="any")["budget-stop"]
+    assert bound.cell.attempt_id == "a2"
+    assert [c.attempt_id for c in bound.superseded] == ["a1", "a3"]
+    assert verdict(bound, CONTRACT.case("budget-stop")).status == "passed"
+
+
+def test_an_ambiguous_latest_attempt_is_refused() -> None:
+    one = cell(CONTRACT, "budget-stop", attempt="a1")
+    two = cell(CONTRACT, "budget-stop", attempt="a2")
+    error = refusal(lambda: bind(one, two, run_attempts="any"))
+    assert (error.code, error.field) == ("export.duplicate_cell", "budget-stop/finished-at")
+
+
+def test_a_reused_attempt_id_is_refused_even_across_cases() -> None:
+    one = cell(CONTRACT, "budget-stop", attempt="same")
+    two = cell(CONTRACT, "get-task-context", attempt="same")
+    assert refusal(lambda: bind(one, two, run_attempts="any")).code == "export.duplicate_cell"
+
+
+def test_verdicts_have_a_specific_message_per_reason() -> None:
+    bound = bind(
+        cell(CONTRACT, "get-task-context", disposition="infrastructure_failure", failed=["cleanup"]),
+        cell(CONTRACT, "budget-stop", disposition="behavior_failure", failed=["spend-reported"]),
+    )
+    broken = verdict(bound["get-task-context"], CONTRACT.case("get-task-context"))
+    failed = verdict(bound["budget-stop"], CONTRACT.case("budget-stop"))
+    missing = verdict(None, CONTRACT.case("company-credential-approval"))
+    assert (broken.status, broken.reason) == ("broken", "infrastructure_failure")
+    assert "Infrastructure failure" in (broken.message or "") and "cleanup" in (broken.message or "")
+    assert (failed.status, failed.reason, failed.failed_checks) == ("failed", "behavior_failure", ("spend-reported",))
+    assert "Behaviour failure: checks failed: spend-reported" in (failed.message or "")
+    assert (missing.status, missing.reason) == ("broken", "not_recorded")
+    assert (missing.message or "").startswith("Not recorded")
+
+
+def test_a_pass_with_a_failed_check_is_unsupported() -> None:
+    bound = bind(cell(CONTRACT, "budget-stop", disposition="passed", failed=["spend-reported"]))
+    error = refusal(lambda: verdict(bound["budget-stop"], CONTRACT.case("budget-stop")))
+    assert (error.code, error.exit_code, error.actual) == ("export.unsupported_pass", 3, ["spend-reported"])
+
+
+def test_only_allow_listed_usage_reaches_evidence() -> None:
+    result = parsed(cell(CONTRACT, "budget-stop"))
+    assert set(result.usage()) <= set(USAGE_ALLOWED)
+    assert "secret-counter" not in result.usage()
+    assert result.usage()["agent-turns"] == 4
+
+
+def test_cells_are_read_without_following_links(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text(json.dumps(cell(CONTRACT, "budget-stop")))
+    (tmp_path / "link.json").symlink_to(target)
+    assert load_cell(tmp_path, "real.json").key == "budget-stop"
+    assert refusal(lambda: load_cell(tmp_path, "link.json")).code == "io.unsafe_path"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10**12) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.dictionaries(st.sampled_from(["schema", "case", "attempt-id", "disposition", "started-at", "finished-at",
+                                        "source-sha", "profile", "checks", "usage", "host", "extra"]),
+                       json_values, max_size=10))
+def test_untrusted_cell_documents_end_in_a_refusal_or_a_valid_cell(document: dict[str, object]) -> None:
+    document.setdefault("schema", "testops-evidence/cell-result/v1")
+    try:
+        result = parsed(document)
+    except Refusal as error:
+        assert error.code in ("export.cell_invalid", "io.invalid_json")
+        return
+    assert result.finished >= result.started
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_crash_the_cell_reader(data: bytes) -> None:
+    try:
+        cell_from_bytes(data, "fuzz.json")
+    except Refusal as error:
+        assert error.code in ("export.cell_invalid", "io.invalid_json")
