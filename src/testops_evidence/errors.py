@@ -120,6 +120,11 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("import.artifact", _I, "no single artifact matches the requested name"),
         _spec("ledger.locked", _R, "another process holds the ledger lock", "Wait for it, then run again."),
         _spec("ledger.invalid", _I, "the ledger file does not match its schema"),
+        _spec("ledger.foreign_campaign", _I, "the ledger file belongs to another campaign",
+              "Point `ledger:` at this campaign's ledger."),
+        _spec("ledger.conflict", _I, "a ledger change breaks its rules (ordinal taken, attempt not reserved)"),
+        _spec("import.not_configured", _U, "the contract has no `remote` section, so nothing may be imported",
+              "Add a `remote:` policy to the contract."),
         # --- safe IO -------------------------------------------------------------------------------
         _spec("io.unsafe_path", _I, "a path escapes its root, names a link, or is not a regular file"),
         _spec("io.too_large", _I, "a file is larger than its cap"),
