@@ -49,14 +49,15 @@ def example_contract() -> Contract:
     return load_contract(EXAMPLE_CONTRACT)
 
 
-def small_contract(*, run_attempts: str = "first-only", testops: bool = False, cases: int = 3) -> Contract:
+def small_contract(*, run_attempts: str = "first-only", testops: bool = False, cases: int = 3,
+                   profile: Mapping[str, str] | None = None) -> Contract:
     """A three-case contract (native and external) for focused tests."""
     document: dict[str, Any] = {
         "version": 1,
         "campaign": "agent-protocol",
         "trust": {"repository": "acme/agents", "events": ["workflow_dispatch"], "branches": ["main"],
                   "workflows": [".github/workflows/agent-evals.yml"], "run-attempts": run_attempts},
-        "profile": {"id": "sonnet-default", "model": "claude-sonnet-5", "provider": "anthropic"},
+        "profile": dict(profile or {"id": "sonnet-default", "model": "claude-sonnet-5", "provider": "anthropic"}),
         "lanes": {"native": {"max-parallel": 2}, "external": {"max-parallel": 1}},
         "cases": [
             {"key": "get-task-context", "testops-id": 194, "full-name": "agents/protocol/get-task-context",

@@ -1,0 +1,276 @@
+"""The Allure projection: one ``<uuid>-result.json`` and one evidence attachment per selected case,
+plus ``executor.json`` and ``environment.properties``. Pure functions; the export phase writes the bytes.
+
+Identities are derived, never taken from display strings:
+
+* ``testCaseId`` = SHA-256 of ``testops-evidence/test-case`` + campaign + case key (first 32 hex): the
+  same case of the same campaign, whatever the profile;
+* ``historyId`` = the same over campaign + case key + profile id: the same case evaluated with the same
+  profile, so Allure's history and retries never mix profiles;
+* the ``ALLURE_ID`` label (and ``AS_ID`` for older servers) binds the result to the TestOps test case.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testops_evidence.contract import Case
+from testops_evidence.evidence.cells import BoundCell, Verdict, epoch_ms
+
+FRAMEWORK = "testops-evidence"
+EVIDENCE_SCHEMA = "testops-evidence/evidence/v1"
+ATTACHMENT_NAME = "testops-evidence binding"
+RESULT_SUFFIX = "-result.json"
+ATTACHMENT_SUFFIX = "-attachment.json"
+
+
+def _identity(*parts: str) -> str:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8"))
+    return digest.hexdigest()[:32]
+
+
+def derive_test_case_id(campaign: str, key: str) -> str:
+    return _identity("testops-evidence/test-case", campaign, key)
+
+
+def derive_history_id(campaign: str, key: str, profile_id: str) -> str:
+    return _identity("testops-evidence/history", campaign, key, profile_id)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What every result of one export is bound to: the selection and the run it was made in."""
+
+    campaign: str
+    selection_sha256: str
+    contract_sha256: str
+    backend: str
+    context: Mapping[str, Any]  # the selection's run context (RunContext.to_json())
+    testops: Mapping[str, Any] | None
+    profile: Mapping[str, str]
+
+    @property
+    def server_url(self) -> str:
+        return str(self.context["server-url"]).rstrip("/")
+
+    @property
+    def repository(self) -> str:
+        return str(self.context["repository"])
+
+    @property
+    def head_sha(self) -> str:
+        return str(self.context["head-sha"])
+
+    @property
+    def run_url(self) -> str:
+        return str(self.context["run-url"])
+
+    @property
+    def commit_url(self) -> str:
+        return f"{self.server_url}/{self.repository}/commit/{self.head_sha}"
+
+    @property
+    def local(self) -> bool:
+        return bool(self.context.get("local", False))
+
+    def context_row(self) -> dict[str, Any]:
+        """The run-context fields bound into evidence and receipts."""
+        keys = ("repository", "run-id", "run-attempt", "run-number", "workflow-path", "workflow-ref", "head-sha",
+                "branch", "event", "server-url", "run-url", "local")
+        return {k: self.context[k] for k in keys if k in self.context}
+
+
+def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: BoundCell | None) -> dict[str, Any]:
+    """The evidence attachment: binds one result to the selection, the run and the cell it came from."""
+    cell_part: dict[str, Any] | None = None
+    if bound is not None:
+        cell = bound.cell
+        cell_part = {
+            **cell.summary_row(),
+            "started-at": cell.document["started-at"],
+            "disposition": cell.disposition,
+            "source-sha": cell.document["source-sha"],
+            "checks": [{"id": c, "kind": case.checks[c], "passed": bool(cell.checks()[c]["passed"])}
+                       for c in case.checks],
+            "usage": cell.usage(),
+            "artifacts": list(cell.document.get("artifacts", [])),
+            "inputs": [{"path": p, "sha256": s} for p, s in cell.inputs],
+        }
+    return {
+        "schema": EVIDENCE_SCHEMA,
+        "campaign": binding.campaign,
+        "selection-sha256": binding.selection_sha256,
+        "contract-sha256": binding.contract_sha256,
+        "backend": binding.backend,
+        "context": binding.context_row(),
+        "testops": dict(binding.testops) if binding.testops is not None else None,
+        "profile": dict(binding.profile),
+        "case": case.row(),
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "recorded": bound is not None,
+        "cell": cell_part,
+        "superseded": [c.summary_row() for c in bound.superseded] if bound is not None else [],
+    }
+
+
+def _labels(binding: Binding, case: Case, bound: BoundCell | None) -> list[dict[str, str]]:
+    labels: list[dict[str, str]] = []
+    if case.testops_id is not None:
+        # ALLURE_ID is the current name; AS_ID is what older TestOps servers and the prior art read.
+        labels += [{"name": "ALLURE_ID", "value": str(case.testops_id)},
+                   {"name": "AS_ID", "value": str(case.testops_id)}]
+    host = bound.cell.document.get("host") if bound is not None else None
+    labels += [
+        {"name": "parentSuite", "value": binding.campaign},
+        {"name": "suite", "value": f"{case.lane} lane"},
+        {"name": "framework", "value": FRAMEWORK},
+        {"name": "host", "value": str(host) if host else ("local" if binding.local else "github-actions")},
+        {"name": "thread", "value": f"{binding.context.get('run-id')}.{binding.context.get('run-attempt')}/{case.key}"},
+        {"name": "tag", "value": binding.campaign},
+        {"name": "tag", "value": f"profile:{binding.profile.get('id')}"},
+        {"name": "tag", "value": f"lane:{case.lane}"},
+    ]
+    if binding.local:
+        labels.append({"name": "tag", "value": "rehearsal"})
+    return labels
+
+
+def _parameters(binding: Binding, bound: BoundCell | None, evidence_sha256: str) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = [
+        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
+    ]
+    params.append({"name": "source sha", "value": binding.head_sha})
+    # Excluded parameters do not change historyId: they identify this attempt and its evidence, and let a
+    # reader find the result's entry in the launch-level evidence bundle that upload sends to TestOps.
+    params.append({"name": "attempt", "value": bound.cell.attempt_id if bound is not None else "not recorded",
+                   "excluded": True})
+    params.append({"name": "evidence sha256", "value": evidence_sha256, "excluded": True})
+    return params
+
+
+def _description(binding: Binding, case: Case, bound: BoundCell | None) -> str:
+    profile = ", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items()))
+    lines = [
+        f"Campaign **{binding.campaign}**, case `{case.key}` ({case.lane} lane), profile {profile}.",
+        f"Evaluated commit `{binding.head_sha}` in run {binding.run_url}.",
+    ]
+    if bound is not None:
+        lines.append(f"Attempt `{bound.cell.attempt_id}` ({bound.cell.origin}, cell sha256 `{bound.cell.sha256}`).")
+        if bound.superseded:
+            lines.append(f"{len(bound.superseded)} earlier attempt(s) superseded; see the evidence attachment.")
+    if binding.local:
+        lines.append("Local rehearsal: this evidence can never be published to TestOps.")
+    return "\n\n".join(lines)
+
+
+def _steps(case: Case, bound: BoundCell | None, start: int, stop: int) -> list[dict[str, Any]]:
+    steps = []
+    checks = bound.cell.checks() if bound is not None else {}
+    for check_id, kind in case.checks.items():
+        step: dict[str, Any] = {"name": f"{check_id} ({kind})", "stage": "finished", "start": start, "stop": stop,
+                                "steps": [], "attachments": [], "parameters": []}
+        check = checks.get(check_id)
+        if check is None:
+            step["status"] = "skipped"
+            step["statusDetails"] = {"message": "not recorded"}
+        elif check["passed"]:
+            step["status"] = "passed"
+        else:
+            step["status"] = "broken" if kind == "infrastructure" else "failed"
+        if check is not None and check.get("message"):
+            step.setdefault("statusDetails", {})["message"] = str(check["message"])
+        steps.append(step)
+    return steps
+
+
+def result_document(
+    uuid: str,
+    binding: Binding,
+    case: Case,
+    verdict: Verdict,
+    bound: BoundCell | None,
+    *,
+    evidence_sha256: str,
+    now_ms: int,
+) -> dict[str, Any]:
+    """One Allure result (the Allure 2 results format, read by Allure Report 2/3 and TestOps)."""
+    if bound is not None:
+        start, stop = epoch_ms(bound.cell.document["started-at"]), epoch_ms(bound.cell.document["finished-at"])
+    else:
+        start = stop = now_ms
+    result: dict[str, Any] = {
+        "uuid": uuid,
+        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
+        "testCaseId": derive_test_case_id(binding.campaign, case.key),
+        "name": case.title,
+        "fullName": case.full_name,
+        "status": verdict.status,
+        "stage": "finished",
+        "description": _description(binding, case, bound),
+        "start": start,
+        "stop": stop,
+        "labels": _labels(binding, case, bound),
+        "parameters": _parameters(binding, bound, evidence_sha256),
+        "links": [
+            {"name": "CI run", "url": binding.run_url, "type": "link"},
+            {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
+        ],
+        "steps": _steps(case, bound, start, stop),
+        "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
+                         "type": "application/json"}],
+    }
+    if verdict.message is not None:
+        result["statusDetails"] = {"message": verdict.message}
+    return result
+
+
+def executor_document(binding: Binding) -> dict[str, Any]:
+    run_number = binding.context.get("run-number")
+    return {
+        "name": "testops-evidence rehearsal" if binding.local else "GitHub Actions",
+        "type": "github",
+        "url": binding.server_url,
+        "buildOrder": run_number,
+        "buildName": f"{binding.campaign} #{run_number}",
+        "buildUrl": binding.run_url,
+        "reportName": binding.campaign,
+    }
+
+
+def escape_property(text: str, *, key: bool) -> str:
+    """Java ``Properties.store`` escaping: ``\\``, separators, comment marks, controls, non-ASCII as ``\\uXXXX``."""
+    out = []
+    for index, char in enumerate(text):
+        code = ord(char)
+        if char == "\\":
+            out.append("\\\\")
+        elif char in "\t\n\r\f":
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[char])
+        elif char in "=:#!":
+            out.append("\\" + char)
+        elif char == " " and (key or index == 0):
+            out.append("\\ ")
+        elif code < 0x20 or code > 0x7E:
+            # Properties files are ISO-8859-1; everything else (astral characters as surrogate pairs) is escaped.
+            encoded = char.encode("utf-16-be")
+            for offset in range(0, len(encoded), 2):
+                out.append(f"\\u{int.from_bytes(encoded[offset:offset + 2], 'big'):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def environment_properties(binding: Binding) -> bytes:
+    rows: Sequence[tuple[str, str]] = [
+        ("campaign", binding.campaign),
+        *((f"profile.{k}", v) for k, v in sorted(binding.profile.items())),
+        ("source.sha", binding.head_sha),
+        ("repository", binding.repository),
+        ("backend", binding.backend),
+    ]
+    text = "".join(f"{escape_property(k, key=True)}={escape_property(v, key=False)}\n" for k, v in rows)
+    return text.encode("ascii")

@@ -1,0 +1,260 @@
+"""``export`` (worker, no token): project cell results into Allure results, evidence and a receipt.
+
+Reads the selection (re-hashed against ``selection-sha256``), binds it to this job's run, binds every
+cell result to the selection, and writes ``results-dir`` fresh — one ``<uuid>-result.json`` and one
+``<uuid>-attachment.json`` per selected case, ``executor.json`` and ``environment.properties`` — built
+in a private temporary directory beside it and renamed into place, so a reader never sees half an
+export. The receipt ``<results-dir>-receipt.json`` is written once. Exit 1 when not every case passed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from testops_evidence import summary
+from testops_evidence.context import RunContext, env_context, local_context
+from testops_evidence.contract import Case, Contract
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.evidence import allure
+from testops_evidence.evidence.adapters.layout import collect_cells
+from testops_evidence.evidence.cells import BoundCell, Verdict, bind_cells, format_time, verdict
+from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
+from testops_evidence.evidence.selection import (
+    SELECTION_LIMIT,
+    Selection,
+    load_selection,
+    read_document_bytes,
+    validate_against,
+)
+from testops_evidence.evidence.tree import is_empty_or_absent
+from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.safeio import fsync_dir, pretty_json, sha256_bytes, write_once
+
+
+def in_actions(ctx: PhaseContext) -> bool:
+    return ctx.env.get("GITHUB_ACTIONS") == "true"
+
+
+def worker_context(ctx: PhaseContext, contract: Contract) -> RunContext:
+    """The live context of a worker: the runner's variables in Actions (no token, no network), else the
+    local rehearsal context the selection was made in."""
+    if in_actions(ctx):
+        return env_context(ctx.env)
+    return local_context(Path.cwd(), contract.trust.repository, contract.trust.workflows[0])
+
+
+def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
+    """The selection, re-hashed against ``selection-sha256``; ``True`` when that digest was given.
+
+    In GitHub Actions the digest is required: it is what proves the selection file is the one the select
+    job wrote. Outside Actions (a local rehearsal) it may be omitted; the digest of the bytes read is then
+    recorded in the receipt and the summary says the selection was not bound by a travelled digest.
+    """
+    expected = ctx.settings.string("selection-sha256")
+    if expected is None and not in_actions(ctx):
+        expected = sha256_bytes(read_document_bytes(path, SELECTION_LIMIT))
+        return load_selection(path, expected), False
+    return load_selection(path, expected), True
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    contract = ctx.contract()
+    selection_path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
+    selection, digest_given = read_selection(ctx, selection_path)
+    validate_against(selection, contract, worker_context(ctx, contract))
+
+    results_dir = ctx.settings.path("results-dir") or Path("allure-results")
+    receipt_path = default_receipt_path(results_dir)
+    if not is_empty_or_absent(results_dir):
+        raise Refusal("io.exists", f"the results directory {results_dir} exists and is not empty; export writes "
+                      "a fresh one", field="results-dir", expected="an absent or empty directory",
+                      actual=str(results_dir))
+    if os.path.lexists(receipt_path):
+        raise Refusal("io.exists", f"the receipt {receipt_path} already exists; receipts are written once",
+                      field="receipt-path", expected="no existing file", actual=str(receipt_path))
+
+    cases = [contract.case(key) for key in selection.keys]
+    context = selection.context
+    now = ctx.clock()
+    cell_dir = ctx.settings.path("cell-results") or Path("cell-results")
+    if cell_dir.exists() or cell_dir.is_symlink():
+        cells = collect_cells(cell_dir, {c.key: c for c in contract.cases}, source_sha=context.head_sha,
+                              profile=selection.document["profile"], fallback_time=now)
+    else:
+        cells = []
+        ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
+                             "case is exported as broken (not recorded)")
+    bound = bind_cells(cells, selected=cases, head_sha=context.head_sha, profile=selection.document["profile"],
+                       run_attempts=contract.trust.run_attempts)
+    verdicts = {case.key: verdict(bound.get(case.key), case) for case in cases}
+
+    binding = allure.Binding(
+        campaign=contract.campaign,
+        selection_sha256=selection.digest,
+        contract_sha256=contract.digest,
+        backend=selection.backend,
+        context=selection.document["context"],
+        testops=selection.testops,
+        profile=selection.document["profile"],
+    )
+    with ctx.runtime.group(f"export: {len(cases)} results into {results_dir}"):
+        rows, files = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now)
+    counts = Counter(row["status"] for row in rows)
+    count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
+    receipt: dict[str, Any] = {
+        "schema": RECEIPT_SCHEMA,
+        "campaign": contract.campaign,
+        "selection-sha256": selection.digest,
+        "contract-sha256": contract.digest,
+        "backend": selection.backend,
+        "context": binding.context_row(),
+        "testops": dict(selection.testops) if selection.testops is not None else None,
+        "profile": dict(selection.document["profile"]),
+        "results-dir": results_dir.resolve().name,
+        "created-at": format_time(datetime.fromtimestamp(now, UTC)),
+        "counts": count_row,
+        "files": files,
+        "results": rows,
+    }
+    receipt_bytes = pretty_json(receipt)
+    write_once(receipt_path, receipt_bytes)
+    ctx.state.write_receipt("export.json", {
+        "receipt-path": str(receipt_path), "receipt-sha256": sha256_bytes(receipt_bytes),
+        "results-dir": str(results_dir), "selection-sha256": selection.digest, "counts": count_row,
+    })
+
+    all_passed = counts.get("passed", 0) == len(rows)
+    return PhaseResult(
+        headline=_headline(count_row, results_dir),
+        outputs={
+            "results-dir": str(results_dir),
+            "receipt-path": str(receipt_path),
+            "passed-count": counts.get("passed", 0),
+            "failed-count": counts.get("failed", 0),
+            "broken-count": counts.get("broken", 0),
+            "all-passed": all_passed,
+        },
+        summary=_summary(rows, verdicts, bound, selection, digest_given, results_dir, receipt_path),
+        exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
+    )
+
+
+def _write_new(directory: Path, name: str, data: bytes) -> None:
+    fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_results(
+    ctx: PhaseContext,
+    results_dir: Path,
+    binding: allure.Binding,
+    cases: list[Case],
+    bound: dict[str, BoundCell],
+    verdicts: dict[str, Verdict],
+    now: float,
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Write everything into a private temp dir beside ``results_dir``, then rename it into place."""
+    parent = results_dir.parent if str(results_dir.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    temp = parent / f".{results_dir.name}.export-{os.getpid()}-{os.urandom(4).hex()}"
+    temp.mkdir(mode=0o700)
+    try:
+        rows: list[dict[str, Any]] = []
+        now_ms = int(now * 1000)
+        for index, case in enumerate(cases):
+            uuid = ctx.new_uuid()
+            cell = bound.get(case.key)
+            decision = verdicts[case.key]
+            evidence = pretty_json(allure.evidence_document(binding, case, decision, cell))
+            evidence_sha = sha256_bytes(evidence)
+            result = allure.result_document(uuid, binding, case, decision, cell, evidence_sha256=evidence_sha,
+                                            now_ms=now_ms)
+            result_bytes = pretty_json(result)
+            result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
+            _write_new(temp, attachment_name, evidence)
+            _write_new(temp, result_name, result_bytes)
+            rows.append({
+                "key": case.key,
+                "testops-id": case.testops_id,
+                "full-name": case.full_name,
+                "title": case.title,
+                "uuid": uuid,
+                "status": decision.status,
+                "reason": decision.reason,
+                "history-id": result["historyId"],
+                "test-case-id": result["testCaseId"],
+                "result-file": result_name,
+                "result-sha256": sha256_bytes(result_bytes),
+                "attachment-file": attachment_name,
+                "attachment-sha256": evidence_sha,
+                "attempt-id": cell.cell.attempt_id if cell is not None else None,
+                "superseded": [c.attempt_id for c in cell.superseded] if cell is not None else [],
+            })
+            if (index + 1) % 1000 == 0:
+                ctx.runtime.log(f"exported {index + 1} of {len(cases)} results")
+        files = []
+        for name, data in (("executor.json", pretty_json(allure.executor_document(binding))),
+                           ("environment.properties", allure.environment_properties(binding))):
+            _write_new(temp, name, data)
+            files.append({"name": name, "sha256": sha256_bytes(data)})
+        fsync_dir(temp)
+        if results_dir.is_dir() and not results_dir.is_symlink():
+            results_dir.rmdir()  # empty (checked above); rename cannot replace it portably
+        os.rename(temp, results_dir)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    fsync_dir(parent)
+    return rows, files
+
+
+def _headline(counts: dict[str, int], results_dir: Path) -> str:
+    total = counts["total"]
+    if counts["passed"] == total:
+        return f"✅ Exported {total} results to `{results_dir}`: all passed."
+    parts = [f"{counts[s]} {s}" for s in ("passed", "failed", "broken") if counts[s]]
+    return f"❌ Exported {total} results to `{results_dir}`: {', '.join(parts)}."
+
+
+def _summary(
+    rows: list[dict[str, Any]],
+    verdicts: dict[str, Verdict],
+    bound: dict[str, BoundCell],
+    selection: Selection,
+    digest_given: bool,
+    results_dir: Path,
+    receipt_path: Path,
+) -> str:
+    parts = [
+        summary.table(("", ""), [
+            ("selection", f"`{selection.path}`"),
+            ("selection sha256", f"`{selection.digest}`" + ("" if digest_given else
+                                                           " (computed here: no `selection-sha256` was given)")),
+            ("results directory", f"`{results_dir}`"),
+            ("receipt", f"`{receipt_path}`"),
+        ]),
+        "\n### Results\n",
+        summary.table(("", "case", "title", "status", "attempt", "why"), [
+            (summary.status_icon(row["status"]), row["key"], row["title"], row["status"],
+             row["attempt-id"] or "—", verdicts[row["key"]].message or "every check passed")
+            for row in rows
+        ]),
+    ]
+    superseded = [(key, b.cell.attempt_id, ", ".join(c.attempt_id for c in b.superseded))
+                  for key, b in sorted(bound.items()) if b.superseded]
+    if superseded:
+        parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",
+                  summary.table(("case", "chosen attempt", "superseded"), superseded)]
+    return "\n".join(parts)
