@@ -156,6 +156,8 @@ def lookup(code: str) -> CodeSpec:
     spec = REGISTRY.get(code)
     if spec is not None:
         return spec
+    if _FAMILY.match(code) is None:  # a family member must still be `<area>.<reason>` ("input." is not)
+        raise KeyError(f"unregistered error code {code!r}")
     if code.startswith("input."):
         return REGISTRY["input.<name>"]
     for family in ("testops.http_", "github.http_"):
