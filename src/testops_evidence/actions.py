@@ -161,7 +161,9 @@ class Runtime:
             cut = data[: max(room, 0)]
             # Cut on a line boundary so a table is not left with half a row, and keep valid UTF-8.
             cut = cut[: cut.rfind(b"\n") + 1] if b"\n" in cut else b""
-            data = cut + notice
+            # When even the notice does not fit (an earlier step filled the file), write nothing: one
+            # byte over the limit and GitHub drops the whole summary of the step.
+            data = cut + notice if room >= 0 else b""
             self._summary_truncated = True
         try:
             with Path(self._summary_path).open("ab") as handle:
