@@ -35,7 +35,8 @@ def build_argv(env: dict[str, str]) -> list[str]:
             continue
         value = settings.env_input(env, spec.name)
         if value is not None and not value.startswith("${{"):
-            argv += [f"--{spec.name}", value]
+            # One `--name=value` word: a value starting with "-" would otherwise be read as an option.
+            argv.append(f"--{spec.name}={value}")
     return argv
 
 

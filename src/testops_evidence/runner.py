@@ -18,7 +18,7 @@ from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_VARIABLES, WORKER_PHASES
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.safeio import StateDir
-from testops_evidence.settings import Settings, default_state_dir, env_input
+from testops_evidence.settings import Settings, default_state_dir, env_input, resolve_value
 
 if TYPE_CHECKING:
     from testops_evidence.contract import Contract
@@ -96,14 +96,20 @@ def run_phase(
     for name, spec in INPUTS_BY_NAME.items():
         if spec.secret:
             for key in (*(f"INPUT_{name.upper()}", f"INPUT_{name.upper().replace('-', '_')}"), *spec.env_fallbacks):
-                runtime.mask(env.get(key))
-            runtime.mask(cli_values.get(name))
+                _mask_secret(runtime, env.get(key))
+            _mask_secret(runtime, cli_values.get(name))
 
-    state: StateDir | None = None
+    # The state dir is found before the other inputs are validated, so that even the refusal of a bad
+    # input lands in failure.json.
+    state_value = resolve_value("state-dir", cli_values, env)
+    state: StateDir | None = StateDir(Path(state_value) if state_value and "\x00" not in state_value
+                                      else default_state_dir(env))
     try:
         settings = Settings.resolve(mode, cli_values, env)
-        state_path = settings.path("state-dir") or default_state_dir(env)
-        state = StateDir(state_path)
+        settings.path("state-dir")  # refuses a NUL byte with input.state-dir
+        if mode not in PHASE_MODULES:
+            raise Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
+                          expected=" | ".join(PHASE_MODULES), actual=mode)
         if mode in WORKER_PHASES:
             present = worker_token_variables(env)
             if present:
@@ -111,15 +117,18 @@ def run_phase(
                               f"variable exists ({', '.join(present)}), even an empty one",
                               field="environment", expected="no TestOps token variable", actual=present)
         ctx = context_factory(mode=mode, settings=settings, runtime=runtime, env=env, state=state)
-        module = importlib.import_module(f"testops_evidence.phases.{PHASE_MODULES[mode]}")
+        module_name = f"testops_evidence.phases.{PHASE_MODULES[mode]}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # Only the phase module itself missing means "not built"; a module the phase imports that is
+            # missing (a broken install) is an internal error, reported below like any other.
+            if exc.name != module_name:
+                raise
+            raise Refusal("mode.not_built", f"mode {mode} is not available in this version") from None
         result: PhaseResult = module.run(ctx)
     except Refusal as refusal:
         return report_refusal(mode, refusal, runtime, state)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("testops_evidence.phases."):
-            not_built = Refusal("mode.not_built", f"mode {mode} is not available in this version")
-            return report_refusal(mode, not_built, runtime, state)
-        raise
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
         runtime.debug(traceback.format_exc())
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
@@ -133,6 +142,13 @@ def run_phase(
         runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
         exit_code = EXIT_OK
     return exit_code
+
+
+def _mask_secret(runtime: Runtime, value: Any) -> None:
+    """Mask the value as given and as Settings uses it (stripped): a pasted token often ends in a newline."""
+    if isinstance(value, str):
+        runtime.mask(value)
+        runtime.mask(value.strip())
 
 
 def _fail_on_failed(settings: Settings) -> bool:

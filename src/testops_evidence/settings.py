@@ -67,6 +67,13 @@ class Settings:
             if value is not None:
                 raw[name] = value
                 sources[name] = source
+            # Typed inputs of this mode are validated up front: a bad value is a usage error (exit 2)
+            # before the phase does anything, not a crash after it (fail-on-failed-cases is read last).
+            if value is not None and spec.applies_to(mode):
+                if spec.kind == "bool":
+                    parse_bool(name, value)
+                elif spec.kind == "int":
+                    parse_int(name, value)
         extras = {k: str(v) for k, v in cli_values.items() if k not in INPUTS_BY_NAME and v is not None}
         return cls(mode=mode, raw=raw, sources=sources, extras=extras)
 
@@ -121,6 +128,11 @@ def _resolve_one(spec: InputSpec, cli_values: Mapping[str, Any], env: Mapping[st
     if spec.default is not None and spec.default != "" and not spec.default.startswith("${{"):
         return spec.default, "default"
     return None, "unset"
+
+
+def resolve_value(name: str, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """One input's value by the same rules as :meth:`Settings.resolve`, without validating the others."""
+    return _resolve_one(INPUTS_BY_NAME[name], cli_values, env)[0]
 
 
 def default_state_dir(env: Mapping[str, str]) -> Path:
