@@ -5,6 +5,7 @@ of the bad field and what was expected."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -40,7 +41,25 @@ def schema_errors(schema_name: str, document: Any) -> Iterator[tuple[str, str, s
     for error in errors:
         chosen = best_match([error]) if error.context else error
         expected = _expected(chosen)
-        yield pointer(chosen.absolute_path), chosen.message, expected
+        yield pointer(_offending_path(chosen)), chosen.message, expected
+
+
+def _offending_path(error: Any) -> list[Any]:
+    """The path of the field at fault. jsonschema reports a missing, extra or badly named property at its
+    parent object; the operator wants the property itself (``/trust/events``, not ``/trust``)."""
+    path = list(error.absolute_path)
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = [name for name in error.validator_value if name not in instance]
+        return path + missing[:1]
+    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
+        known = error.schema.get("properties", {})
+        patterns = error.schema.get("patternProperties", {})
+        extra = sorted(k for k in instance if k not in known and not any(re.search(p, k) for p in patterns))
+        return path + extra[:1]
+    if "propertyNames" in error.absolute_schema_path and isinstance(instance, str):
+        return [*path, instance]
+    return path
 
 
 def _expected(error: Any) -> str:
@@ -57,7 +76,8 @@ def _expected(error: Any) -> str:
     if kind == "required":
         return "required properties " + ", ".join(value)
     if kind == "additionalProperties":
-        return "no properties beyond the documented ones"
+        documented = sorted(error.schema.get("properties", {}))
+        return "only the properties " + ", ".join(documented) if documented else "no properties"
     if kind in ("minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength", "minProperties"):
         return f"{kind} {value}"
     return f"{kind}: {json.dumps(value, default=str)[:200]}"
@@ -176,16 +196,22 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
     text = _decode(data, name)
     if name.endswith(".json"):
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise Refusal("contract.invalid", f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}",
                           field="/", expected="JSON", actual=f"line {exc.lineno}") from None
+        except _DuplicateKey as exc:
+            # json.loads keeps the last of two equal keys; a contract must not silently lose a field.
+            raise Refusal("contract.invalid", f"{name} is not valid JSON: duplicate key {exc.key!r}",
+                          field="/", expected="unique keys in every object", actual=exc.key) from None
+        except RecursionError:
+            raise Refusal("contract.invalid", f"{name} is nested too deeply", field="/") from None
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     yaml = YAML(typ="safe", pure=True)
     try:
-        document = yaml.load(text)
+        return _plain(yaml.load(text), [_PLAIN_NODE_BUDGET])
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "unknown position"
@@ -194,7 +220,33 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
                       expected="YAML", actual=where) from None
     except RecursionError:
         raise Refusal("contract.invalid", f"{name} is nested too deeply", field="/") from None
-    return _plain(document)
+    except _TooManyNodes:
+        raise Refusal("contract.invalid", f"{name} expands to more than {_PLAIN_NODE_BUDGET} values (YAML aliases?)",
+                      field="/", expected=f"at most {_PLAIN_NODE_BUDGET} values", actual="more") from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+# YAML aliases share nodes, so a few hundred bytes can stand for billions of values once copied
+# ("billion laughs"). Copying is bounded; a real contract has a few thousand values.
+_PLAIN_NODE_BUDGET = 1_000_000
+
+
+class _TooManyNodes(Exception):
+    pass
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -204,12 +256,15 @@ def _decode(data: bytes, name: str) -> str:
         raise Refusal("contract.invalid", f"{name} is not UTF-8", field="/", expected="UTF-8 text") from None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, budget: list[int]) -> Any:
     """YAML scalars such as dates become strings, so the schema sees only JSON types."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyNodes
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, budget) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
