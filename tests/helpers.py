@@ -102,3 +102,23 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += max(seconds, 0.0)
+
+
+# A token value that must never leave the process except inside `::add-mask::` (see test_sentinel.py).
+SENTINEL_TOKEN = "tok-SENTINEL-5f0c2a9e7d41b8"
+
+
+def secret_leaks(run: PhaseRun, secret: str = SENTINEL_TOKEN, *extra_roots: Path) -> list[str]:
+    """Where ``secret`` appears in what a phase emitted: outputs, summary, log (except ``::add-mask::``
+    lines), failure.json and every file in the state dir and in ``extra_roots``. Empty means no leak."""
+    found = [f"output {name}" for name, value in run.outputs.items() if secret in value]
+    if secret in run.summary:
+        found.append("step summary")
+    found += [f"log line {i}" for i, line in enumerate(run.log.splitlines())
+              if secret in line and not line.startswith("::add-mask::")]
+    for root in (*([run.state_dir] if run.state_dir else []), *extra_roots):
+        if root.is_dir():
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes():
+                    found.append(str(path))
+    return found
