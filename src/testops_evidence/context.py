@@ -13,14 +13,16 @@ Three sources, in falling order of trust:
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.safeio import read_safe_path
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 ID_RE = re.compile(r"^[1-9][0-9]{0,17}$")
@@ -186,3 +188,84 @@ def check_same_run(recorded: RunContext, live: RunContext, code: str = "selectio
 
 def context_dict(context: RunContext) -> dict[str, Any]:
     return asdict(context)
+
+
+# --- the event file ---------------------------------------------------------------------------------
+
+# The runner writes the triggering event's payload to GITHUB_EVENT_PATH. Our bindings need only a few
+# small fields (inputs, sender, repository); a workflow_dispatch payload is a few KiB. The cap bounds
+# memory and parse time if the file was replaced by something else (a step can write to it).
+EVENT_LIMIT = 64 * 1024
+
+
+def read_event(env: Mapping[str, str]) -> dict[str, Any]:
+    """The event payload from ``GITHUB_EVENT_PATH``: a regular file, no link, one hard link, <= 64 KiB,
+    a JSON object. Anything else is ``guard.event_file``."""
+    path = env.get("GITHUB_EVENT_PATH", "").strip()
+    if not path:
+        raise Refusal("guard.event_file", "GITHUB_EVENT_PATH is not set; the runner always sets it",
+                      field="GITHUB_EVENT_PATH", expected="the event file the runner writes", actual="(unset)")
+    try:
+        data = read_safe_path(path, limit=EVENT_LIMIT)
+    except Refusal as exc:
+        raise Refusal("guard.event_file", f"the event file cannot be read safely: {exc.message}",
+                      field="GITHUB_EVENT_PATH", expected=exc.expected, actual=exc.actual) from None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Refusal("guard.event_file", f"the event file is not UTF-8 JSON ({type(exc).__name__})",
+                      field="GITHUB_EVENT_PATH", expected="a JSON object", actual=f"{len(data)} bytes") from None
+    if not isinstance(document, dict):
+        raise Refusal("guard.event_file", "the event file is not a JSON object", field="GITHUB_EVENT_PATH",
+                      expected="a JSON object", actual=type(document).__name__)
+    return document
+
+
+# --- binding checks -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BindingCheck:
+    """One comparison the guard made: shown as a summary row, and the refusal if it failed."""
+
+    check: str  # what was compared, for people ("run number: environment = REST")
+    code: str  # the refusal code if it failed
+    field: str
+    expected: Any
+    actual: Any
+    ok: bool
+
+    def refusal(self) -> Refusal:
+        return Refusal(self.code, f"{self.check}: expected {self.expected!r}, found {self.actual!r}",
+                       field=self.field, expected=self.expected, actual=self.actual)
+
+    def row(self) -> tuple[str, Any, Any, str]:
+        return (self.check, self.expected, self.actual, "✅" if self.ok else "⛔")
+
+
+def first_failure(checks: Iterable[BindingCheck]) -> None:
+    """Raise the refusal of the first failed check, if any."""
+    for check in checks:
+        if not check.ok:
+            raise check.refusal()
+
+
+# --- rehearsal ----------------------------------------------------------------------------------------
+
+
+def rehearsal_context(env: Mapping[str, str], repository: str, workflows: Iterable[str]) -> RunContext:
+    """The local context for a contract: git in the workspace, the contract's repository and first
+    admitted workflow (so a rehearsal binds the same way every time on the same commit)."""
+    workspace = Path(env.get("GITHUB_WORKSPACE") or ".")
+    workflow = next(iter(workflows), ".github/workflows/testops-evidence.yml")
+    return local_context(workspace, repository, workflow)
+
+
+def admit_backend(context: RunContext, backend: str) -> None:
+    """Refuse ``guard.local_context`` when a local (rehearsal) context would reach TestOps.
+
+    Token phases call this with ``ctx.backend()`` after :func:`github_run.live_context`."""
+    if context.local and backend == "testops":
+        raise Refusal("guard.local_context", "a local rehearsal context can never be published to TestOps",
+                      field="backend", expected="files", actual=backend,
+                      hint="Use `backend: files` for a rehearsal, or run inside GitHub Actions without `local`.")

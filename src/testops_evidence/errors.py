@@ -65,6 +65,8 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("guard.actor", _I, "the actor or triggering actor is not on the allow-list"),
         _spec("guard.run_mismatch", _I, "the event, environment and REST run object disagree"),
         _spec("guard.local_context", _I, "a local (rehearsal) context cannot publish to TestOps"),
+        _spec("guard.outside_actions", _U, "guard ran outside GitHub Actions without `local: true`",
+              "Inside a workflow, check the step runs the action; for a rehearsal set `local: true` (`--local true`)."),
         # --- selection -----------------------------------------------------------------------------
         _spec("selection.job_run_binding", _I, "the TestOps job run does not belong to this run"),
         _spec("selection.job_binding", _I, "the TestOps job is not this workflow's job"),

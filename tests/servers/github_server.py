@@ -127,7 +127,8 @@ class GitHubServer:
 
         self._httpd = ThreadingHTTPServer((self._host, 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="github-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="github-server",
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -370,7 +371,7 @@ class GitHubServer:
             "GITHUB_EVENT_PATH": event_path,
             "GITHUB_ACTOR": run["actor"]["login"],
             "GITHUB_ACTOR_ID": str(run["actor"]["id"]),
-            "GITHUB_TRIGGERING_ACTOR": run["triggering_actor"]["login"],
+            "GITHUB_TRIGGERING_ACTOR": (run.get("triggering_actor") or run["actor"])["login"],
             "GITHUB_SERVER_URL": self.url,
             "GITHUB_API_URL": self.api_url(ghes=ghes),
         }

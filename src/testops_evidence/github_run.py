@@ -1,0 +1,616 @@
+"""All GitHub REST work: the run object, artifact lists, artifact downloads, and the REST-checked context.
+
+This is the only module that talks to GitHub. PyGithub (and ``requests``) are imported inside the
+functions that need them, so importing this module costs nothing. ``GITHUB_API_URL`` is the base URL,
+so GitHub Enterprise Server (``https://HOST/api/v3``) works the same as github.com.
+
+Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable server or
+a timeout is ``github.transport``, and a response without a field we bind is ``github.response_invalid``.
+The token is never part of a message: messages name the request, never its headers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from testops_evidence.context import (
+    SHA_RE,
+    BindingCheck,
+    RunContext,
+    env_context,
+    first_failure,
+    read_event,
+    rehearsal_context,
+)
+from testops_evidence.errors import Refusal, input_error
+
+if TYPE_CHECKING:
+    from github import Github
+    from requests import PreparedRequest, Response
+    from urllib3 import BaseHTTPResponse
+    from urllib3.util.retry import Retry
+
+    from testops_evidence.runner import PhaseContext
+
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+MAX_ARTIFACTS = 5000  # GitHub keeps at most a few hundred per run; more means a broken or hostile server
+MAX_REDIRECTS = 3  # the zip endpoint redirects once to storage; allow a little slack, never a loop
+CHUNK = 64 * 1024
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    """Retries (GETs only), backoff, timeouts, and the sleep used between retries (phases pass
+    ``ctx.sleep``, so tests never really wait)."""
+
+    retries: int = 3
+    backoff_factor: float = 0.5  # urllib3: no wait before the first retry, then 1 s, 2 s, ...
+    backoff_max: float = 10.0
+    # GitHub's secondary rate limit asks for about a minute; waiting longer than this refuses instead.
+    max_rate_limit_wait: int = 90
+    timeout: int = 30  # seconds per request, connect and read (PyGithub insists on an int)
+    sleep: Callable[[float], None] = time.sleep
+
+
+DEFAULT_POLICY = RequestPolicy()
+
+
+# --- domain objects ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferencedWorkflow:
+    path: str  # owner/repo/.github/workflows/x.yml@ref
+    sha: str | None
+    ref: str | None
+
+
+@dataclass(frozen=True)
+class RunObject:
+    """The fields of ``GET /repos/{o}/{r}/actions/runs/{id}`` that the action binds."""
+
+    id: int
+    name: str | None
+    run_number: int
+    run_attempt: int
+    event: str
+    status: str | None
+    conclusion: str | None
+    path: str  # .github/workflows/x.yml (a trailing "@ref", which some servers add, is removed)
+    head_branch: str | None
+    head_sha: str
+    workflow_id: int
+    actor_id: int
+    actor_login: str | None
+    triggering_actor_id: int | None  # None on servers too old to report it (the actor check then refuses)
+    triggering_actor_login: str | None
+    repository: str  # full_name
+    repository_id: int
+    private: bool
+    head_repository: str | None
+    html_url: str | None
+    created_at: str | None
+    run_started_at: str | None
+    referenced_workflows: tuple[ReferencedWorkflow, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["referenced_workflows"] = [asdict(w) for w in self.referenced_workflows]
+        return {k.replace("_", "-"): v for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """One artifact of a run, as the Actions API lists it (provenance comes from here, not the zip)."""
+
+    id: int
+    name: str
+    size_in_bytes: int
+    digest: str | None  # "sha256:<hex>", or None for artifacts uploaded before GitHub recorded digests
+    archive_download_url: str
+    expired: bool
+    run_id: int | None
+    head_sha: str | None
+    head_branch: str | None
+    created_at: str | None
+
+    @property
+    def sha256(self) -> str | None:
+        return self.digest.removeprefix("sha256:") if self.digest else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k.replace("_", "-"): v for k, v in asdict(self).items()}
+
+
+# --- client and error mapping ----------------------------------------------------------------------------
+
+
+def github_client(api_url: str, token: str, *, policy: RequestPolicy = DEFAULT_POLICY) -> Github:
+    """A PyGithub client on ``api_url`` (``GITHUB_API_URL``): token auth, GET-only retries, timeouts.
+
+    ``lazy=True``: objects are fetched when first read, so every request made is one we asked for.
+    """
+    from github import Auth, Github, GithubRetry
+
+    sleep = policy.sleep
+
+    class _Retry(GithubRetry):
+        # urllib3 sleeps with time.sleep; route both waits through the injected sleep.
+        def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
+            return _retry_after_sleep(self, response, sleep)
+
+        def _sleep_backoff(self) -> None:
+            _backoff_sleep(self, sleep)
+
+    retry = _Retry(
+        total=policy.retries,
+        backoff_factor=policy.backoff_factor,
+        backoff_max=policy.backoff_max,
+        retry_after_max=policy.max_rate_limit_wait,
+        max_rate_limit_wait=policy.max_rate_limit_wait,
+        allowed_methods=frozenset({"GET"}),  # only idempotent reads are ever re-sent
+        raise_on_status=False,  # after the last retry, the status itself is reported (github.http_503)
+    )
+    return Github(
+        auth=Auth.Token(token),
+        base_url=api_url.rstrip("/"),
+        timeout=policy.timeout,
+        retry=retry,
+        per_page=100,
+        lazy=True,
+        seconds_between_requests=None,  # we make a handful of serial requests; no artificial pacing
+        seconds_between_writes=None,
+    )
+
+
+def _retry_after_sleep(retry: Retry, response: BaseHTTPResponse, sleep: Callable[[float], None]) -> bool:
+    seconds = retry.get_retry_after(response)
+    if seconds:
+        sleep(seconds)
+        return True
+    return False
+
+
+def _backoff_sleep(retry: Retry, sleep: Callable[[float], None]) -> None:
+    seconds = retry.get_backoff_time()
+    if seconds > 0:
+        sleep(seconds)
+
+
+_HINTS = {
+    401: "The GitHub token was refused: check `github-token` (default `${{ github.token }}`).",
+    403: "The token lacks permission (the job needs `actions: read`), or GitHub rate-limited it.",
+    404: "The repository, run or artifact is not visible to this token (wrong repository, id or GITHUB_API_URL).",
+    410: "The artifact has expired; re-run the producing workflow.",
+}
+
+
+@contextmanager
+def _mapped(what: str) -> Iterator[None]:
+    """Turn PyGithub / requests failures while doing ``what`` into coded refusals."""
+    import requests
+    from github import BadAttributeException, GithubException
+
+    try:
+        yield
+    except GithubException as exc:
+        status = exc.status
+        if not isinstance(status, int) or not 100 <= status <= 599:
+            raise Refusal("github.response_invalid", f"GitHub gave no usable status for {what}") from None
+        message = exc.data.get("message") if isinstance(exc.data, dict) else None
+        detail = f": {str(message)[:200]}" if message else ""
+        raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}{detail}",
+                      hint=_HINTS.get(status), http_status=status) from None
+    except BadAttributeException:
+        raise Refusal("github.response_invalid", f"GitHub's answer to {what} has a field of the wrong type") from None
+    except requests.exceptions.RequestException as exc:
+        raise Refusal("github.transport", f"GitHub could not be reached for {what} ({type(exc).__name__})",
+                      hint="Check GITHUB_API_URL and the runner's network.") from None
+    except ValueError as exc:  # a body that starts like JSON but is not
+        raise Refusal("github.response_invalid", f"GitHub's answer to {what} is not JSON ({type(exc).__name__})") from None
+
+
+def _invalid(what: str, field: str, value: Any) -> Refusal:
+    shown = value if isinstance(value, int | bool | None) else str(value)[:120]
+    return Refusal("github.response_invalid", f"GitHub's {what} has no valid `{field}`", field=field,
+                   expected="present, of the documented type", actual=shown)
+
+
+def _int(doc: Mapping[str, Any], key: str, what: str) -> int:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid(what, key, value)
+    return value
+
+
+def _str(doc: Mapping[str, Any], key: str, what: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or not value:
+        raise _invalid(what, key, value)
+    return value
+
+
+def _opt_str(doc: Mapping[str, Any], key: str, what: str) -> str | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _invalid(what, key, value)
+    return value
+
+
+def _obj(doc: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise _invalid(what, key, value)
+    return value
+
+
+# --- the run ---------------------------------------------------------------------------------------------
+
+
+def fetch_run(api_url: str, token: str, repository: str, run_id: int, *,
+              policy: RequestPolicy = DEFAULT_POLICY) -> RunObject:
+    """``GET /repos/{repository}/actions/runs/{run_id}`` as a :class:`RunObject` (one request, two when
+    the run's repository object does not say whether it is private)."""
+    gh = github_client(api_url, token, policy=policy)
+    what = f"GET /repos/{repository}/actions/runs/{run_id}"
+    with _mapped(what):
+        raw = gh.get_repo(repository).get_workflow_run(run_id).complete().raw_data
+        repo = raw.get("repository")
+        private = None
+        if isinstance(repo, dict) and not isinstance(repo.get("private"), bool):
+            # Visibility is a trust binding; ask the repository itself rather than guess.
+            private = gh.get_repo(repository).complete().raw_data.get("private")
+    return run_from_json(raw, private=private)
+
+
+def run_from_json(raw: Mapping[str, Any], *, private: bool | None = None) -> RunObject:
+    """Validate a run document (GitHub's JSON) into a :class:`RunObject`; refuse a missing field."""
+    what = "run"
+    repo = _obj(raw, "repository", what)
+    head_sha = _str(raw, "head_sha", what)
+    if not SHA_RE.match(head_sha):
+        raise _invalid(what, "head_sha", head_sha)
+    actor = _obj(raw, "actor", what)
+    triggering = raw.get("triggering_actor")
+    if triggering is not None and not isinstance(triggering, dict):
+        raise _invalid(what, "triggering_actor", triggering)
+    is_private = repo.get("private") if isinstance(repo.get("private"), bool) else private
+    if not isinstance(is_private, bool):
+        raise _invalid(what, "repository.private", is_private)
+    head_repo = raw.get("head_repository")
+    referenced = raw.get("referenced_workflows") or []
+    if not isinstance(referenced, list) or not all(isinstance(w, dict) for w in referenced):
+        raise _invalid(what, "referenced_workflows", referenced)
+    return RunObject(
+        id=_int(raw, "id", what),
+        name=_opt_str(raw, "name", what),
+        run_number=_int(raw, "run_number", what),
+        run_attempt=_int(raw, "run_attempt", what),
+        event=_str(raw, "event", what),
+        status=_opt_str(raw, "status", what),
+        conclusion=_opt_str(raw, "conclusion", what),
+        path=_str(raw, "path", what).split("@", 1)[0],
+        head_branch=_opt_str(raw, "head_branch", what),
+        head_sha=head_sha,
+        workflow_id=_int(raw, "workflow_id", what),
+        actor_id=_int(actor, "id", "run's actor"),
+        actor_login=_opt_str(actor, "login", "run's actor"),
+        triggering_actor_id=_int(triggering, "id", "run's triggering actor") if triggering else None,
+        triggering_actor_login=_opt_str(triggering, "login", "run's triggering actor") if triggering else None,
+        repository=_str(repo, "full_name", "run's repository"),
+        repository_id=_int(repo, "id", "run's repository"),
+        private=is_private,
+        head_repository=_opt_str(head_repo, "full_name", "run's head repository") if isinstance(head_repo, dict)
+        else None,
+        html_url=_opt_str(raw, "html_url", what),
+        created_at=_opt_str(raw, "created_at", what),
+        run_started_at=_opt_str(raw, "run_started_at", what),
+        referenced_workflows=tuple(
+            ReferencedWorkflow(path=_str(w, "path", "referenced workflow"), sha=_opt_str(w, "sha", "referenced workflow"),
+                               ref=_opt_str(w, "ref", "referenced workflow"))
+            for w in referenced
+        ),
+    )
+
+
+# --- artifacts ------------------------------------------------------------------------------------------
+
+
+def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, name: str | None = None,
+                   policy: RequestPolicy = DEFAULT_POLICY) -> list[ArtifactInfo]:
+    """The run's artifacts (all pages), newest first as GitHub lists them.
+
+    ``name`` filters: an exact name is passed to GitHub (``?name=``) and checked again here; a pattern
+    with ``*``, ``?`` or ``[`` is matched here with :func:`fnmatch.fnmatchcase` over the full list.
+    """
+    gh = github_client(api_url, token, policy=policy)
+    is_pattern = name is not None and any(ch in name for ch in "*?[")
+    params: dict[str, Any] | None = {"per_page": 100} if is_pattern or name is None else {"per_page": 100, "name": name}
+    url: str | None = f"/repos/{repository}/actions/runs/{run_id}/artifacts"
+    found: list[ArtifactInfo] = []
+    seen = 0
+    # PyGithub's requester (auth, base URL, retries) with our own paging: PaginatedList would build
+    # lazy objects whose raw data costs one more request each.
+    while url is not None:
+        with _mapped(f"GET {urlsplit(url).path}"):
+            headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
+        items = data.get("artifacts") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise _invalid("artifact list", "artifacts", None if items is None else type(items).__name__)
+        for item in items:
+            seen += 1
+            if seen > MAX_ARTIFACTS:
+                raise Refusal("github.response_invalid", f"run {run_id} lists more than {MAX_ARTIFACTS} artifacts",
+                              field="artifacts", expected=f"<= {MAX_ARTIFACTS}", actual=f"> {MAX_ARTIFACTS}")
+            if not isinstance(item, dict):
+                raise _invalid("artifact list", "artifacts[]", type(item).__name__)
+            artifact = artifact_from_json(item)
+            if name is None or fnmatch.fnmatchcase(artifact.name, name):
+                found.append(artifact)
+        url = next_link(headers.get("link")) if items else None
+        params = None  # the next link carries the query
+    return found
+
+
+def next_link(header: Any) -> str | None:
+    """The ``rel="next"`` URL of an RFC 8288 Link header (GitHub's pagination), or None."""
+    if not isinstance(header, str):
+        return None
+    for part in header.split(","):
+        match = re.match(r'\s*<([^>]*)>\s*;(.*)$', part)
+        if match and re.search(r'\brel="?next"?', match.group(2)):
+            return match.group(1)
+    return None
+
+
+def artifact_from_json(raw: Mapping[str, Any]) -> ArtifactInfo:
+    what = "artifact"
+    digest = raw.get("digest")
+    if digest is not None and (not isinstance(digest, str) or not DIGEST_RE.match(digest)):
+        raise _invalid(what, "digest", digest)
+    expired = raw.get("expired")
+    if not isinstance(expired, bool):
+        raise _invalid(what, "expired", expired)
+    size = raw.get("size_in_bytes")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise _invalid(what, "size_in_bytes", size)
+    workflow_run = raw.get("workflow_run")
+    run: Mapping[str, Any] = workflow_run if isinstance(workflow_run, dict) else {}
+    run_id = run.get("id")
+    return ArtifactInfo(
+        id=_int(raw, "id", what),
+        name=_str(raw, "name", what),
+        size_in_bytes=size,
+        digest=digest,
+        archive_download_url=_str(raw, "archive_download_url", what),
+        expired=expired,
+        run_id=run_id if isinstance(run_id, int) and not isinstance(run_id, bool) else None,
+        head_sha=_opt_str(run, "head_sha", "artifact's workflow_run"),
+        head_branch=_opt_str(run, "head_branch", "artifact's workflow_run"),
+        created_at=_opt_str(raw, "created_at", what),
+    )
+
+
+def _strip_authorization(request: PreparedRequest) -> PreparedRequest:
+    """An ``auth`` hook that guarantees no Authorization header (it also stops requests' .netrc lookup)."""
+    request.headers.pop("Authorization", None)
+    return request
+
+
+def _same_api_host(api_url: str, url: str) -> bool:
+    api, target = urlsplit(api_url.rstrip("/")), urlsplit(url)
+    return (target.scheme, target.netloc) == (api.scheme, api.netloc) and target.path.startswith(api.path + "/")
+
+
+def download_artifact(api_url: str, token: str, artifact: ArtifactInfo, *, max_bytes: int,
+                      policy: RequestPolicy = DEFAULT_POLICY) -> bytes:
+    """The artifact's zip bytes, at most ``max_bytes`` (``io.too_large`` beyond, checked while streaming).
+
+    The token goes only to the API host's ``archive_download_url``; the 302 it answers with points at a
+    storage host with a signed URL, which is fetched by us **without** the token (requests would keep
+    the header on a same-host redirect, and a storage host must never see it).
+    """
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    if artifact.size_in_bytes > max_bytes:
+        raise _too_large(artifact, artifact.size_in_bytes, max_bytes, "advertised")
+    url = artifact.archive_download_url
+    if not _same_api_host(api_url, url):
+        # The URL came from a response; the token is only ever sent below GITHUB_API_URL.
+        raise Refusal("github.response_invalid", f"artifact {artifact.id}'s download URL is not on the API host; "
+                      "the token is not sent there", field="archive_download_url",
+                      expected=f"below {api_url.rstrip('/')}/", actual=url)
+    sleep = policy.sleep
+
+    class _Retry(Retry):
+        def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
+            return _retry_after_sleep(self, response, sleep)
+
+        def _sleep_backoff(self) -> None:
+            _backoff_sleep(self, sleep)
+
+    retry = _Retry(total=policy.retries, backoff_factor=policy.backoff_factor, backoff_max=policy.backoff_max,
+                   retry_after_max=policy.max_rate_limit_wait, status_forcelist=(500, 502, 503, 504),
+                   allowed_methods=frozenset({"GET"}), raise_on_status=False, redirect=False)
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    what = f"GET {urlsplit(url).path}"
+    with requests.Session() as session, _mapped(what):
+        session.mount("http://", HTTPAdapter(max_retries=retry))
+        session.mount("https://", HTTPAdapter(max_retries=retry))
+        response = session.get(url, headers={**headers, "Authorization": f"Bearer {token}"},
+                               allow_redirects=False, stream=True, timeout=policy.timeout)
+        redirects = 0
+        while response.status_code in _REDIRECTS:
+            location = response.headers.get("Location", "")
+            response.close()
+            if redirects == MAX_REDIRECTS:
+                raise Refusal("github.response_invalid", f"artifact {artifact.id}'s download redirected more "
+                              f"than {MAX_REDIRECTS} times", field="Location",
+                              expected=f"<= {MAX_REDIRECTS} redirects", actual=location)
+            redirects += 1
+            url = _redirect_target(url, location)
+            what = "the artifact storage download"
+            response = session.get(url, auth=_strip_authorization, allow_redirects=False, stream=True,
+                                   timeout=policy.timeout)
+        return _read_capped(response, artifact, max_bytes, what)
+
+
+def _redirect_target(current: str, location: str) -> str:
+    if not location:
+        raise Refusal("github.response_invalid", "a redirect without a Location header", field="Location",
+                      expected="a URL", actual="(missing)")
+    target = urljoin(current, location)
+    scheme = urlsplit(target).scheme
+    # Never downgrade: an https API must not hand the download to plain http.
+    if scheme not in ("http", "https") or (urlsplit(current).scheme == "https" and scheme != "https"):
+        raise Refusal("github.response_invalid", "the artifact download redirects to an unsafe scheme",
+                      field="Location", expected="https (or http from an http API)", actual=scheme)
+    return target
+
+
+def _read_capped(response: Response, artifact: ArtifactInfo, max_bytes: int, what: str) -> bytes:
+    with response:
+        if response.status_code != 200:
+            status = response.status_code
+            raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}", hint=_HINTS.get(status),
+                          http_status=status)
+        declared = response.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            raise _too_large(artifact, int(declared), max_bytes, "declared")
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in response.iter_content(CHUNK):
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_large(artifact, total, max_bytes, "streamed")
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(artifact: ArtifactInfo, size: int, max_bytes: int, how: str) -> Refusal:
+    shown = f"> {max_bytes}" if how == "streamed" else size
+    return Refusal("io.too_large", f"artifact {artifact.name!r} ({how} size) is over the {max_bytes}-byte cap",
+                   field="artifact-size", expected=f"<= {max_bytes}", actual=shown)
+
+
+# --- the REST-checked run context ----------------------------------------------------------------------------
+
+# Events whose GITHUB_SHA / GITHUB_REF are the run's head commit and branch. For pull_request events the
+# runner checks out a merge commit and the ref is refs/pull/N/merge, so those bindings differ by design.
+_HEAD_EVENTS = frozenset({"workflow_dispatch", "push"})
+_PULL_EVENTS = frozenset({"pull_request", "pull_request_target"})
+
+
+def cross_checks(env: Mapping[str, str], event: Mapping[str, Any], run: RunObject) -> list[BindingCheck]:
+    """Every comparison between the runner's environment, the event file and the REST run object."""
+    env_ctx = env_context(env)
+    code = "guard.run_mismatch"
+
+    def check(name: str, field: str, expected: Any, actual: Any) -> BindingCheck:
+        return BindingCheck(f"{name}: environment = REST", code, field, expected, actual, expected == actual)
+
+    checks = [
+        check("run id", "run-id", env_ctx.run_id, run.id),
+        check("run number", "run-number", env_ctx.run_number, run.run_number),
+        check("run attempt", "run-attempt", env_ctx.run_attempt, run.run_attempt),
+        check("repository", "repository", env_ctx.repository, run.repository),
+    ]
+    repo_id = env.get("GITHUB_REPOSITORY_ID", "").strip()
+    if repo_id:
+        checks.append(check("repository id", "repository-id", repo_id, str(run.repository_id)))
+    checks += [
+        check("event", "event", env_ctx.event, run.event),
+        check("workflow path", "workflow-path", env_ctx.workflow_path, run.path),
+    ]
+    if run.event in _PULL_EVENTS:
+        pull = event.get("pull_request")
+        head = pull.get("head") if isinstance(pull, dict) else None
+        sha = head.get("sha") if isinstance(head, dict) else None
+        checks.append(BindingCheck("head SHA: event pull_request.head.sha = REST", code, "head-sha", sha,
+                                   run.head_sha, sha == run.head_sha))
+    else:
+        checks.append(check("head SHA", "head-sha", env_ctx.head_sha, run.head_sha))
+    if run.event in _HEAD_EVENTS:
+        # The branch rule reads the workflow ref; bind it to REST. Compare names only, so a tag ref reaches
+        # the branch rule (guard.branch) instead of looking like tampering.
+        ref_name = re.sub(r"^refs/(heads|tags)/", "", env_ctx.workflow_ref)
+        checks.append(check("head branch (workflow ref)", "head-branch", ref_name, run.head_branch))
+    if env_ctx.actor_id is not None:
+        checks.append(check("actor id", "actor-id", env_ctx.actor_id, run.actor_id))
+    sender = event.get("sender")
+    if isinstance(sender, dict) and "id" in sender:
+        checks.append(BindingCheck("actor id: event sender = REST", code, "sender-id", sender.get("id"),
+                                   run.actor_id, sender.get("id") == run.actor_id))
+    repo = event.get("repository")
+    if isinstance(repo, dict) and "full_name" in repo:
+        checks.append(BindingCheck("repository: event = REST", code, "event-repository", repo.get("full_name"),
+                                   run.repository, repo.get("full_name") == run.repository))
+    return checks
+
+
+def context_from_run(env: Mapping[str, str], run: RunObject) -> RunContext:
+    """The run context with REST as the source of truth (attempt, actors, visibility, workflow id)."""
+    env_ctx = env_context(env)
+    return RunContext(
+        repository=run.repository,
+        run_id=run.id,
+        run_attempt=run.run_attempt,
+        run_number=run.run_number,
+        workflow_path=run.path,
+        workflow_ref=env_ctx.workflow_ref,
+        head_sha=run.head_sha,
+        branch=env_ctx.branch,
+        event=run.event,
+        actor_id=run.actor_id,
+        triggering_actor_id=run.triggering_actor_id,
+        server_url=env_ctx.server_url,
+        workflow_id=run.workflow_id,
+        repository_private=run.private,
+        api_url=env_ctx.api_url,
+        local=False,
+        source="rest",
+    )
+
+
+def rest_context(env: Mapping[str, str], event: Mapping[str, Any], run: RunObject) -> RunContext:
+    """The run context from environment + event + REST run, refusing ``guard.run_mismatch`` on any
+    disagreement (field, expected = environment/event, actual = REST)."""
+    first_failure(cross_checks(env, event, run))
+    return context_from_run(env, run)
+
+
+def live_context(ctx: PhaseContext, *, policy: RequestPolicy | None = None) -> RunContext:
+    """The context a token phase binds to: REST-checked inside Actions, a local rehearsal context outside.
+
+    ``local`` is a guard input; for other phases, "outside Actions" (GITHUB_ACTIONS != "true") means
+    local. Token phases should follow this with ``context.admit_backend(context, ctx.backend())``.
+    """
+    local = (ctx.mode == "guard" and ctx.settings.boolean("local")) or ctx.env.get("GITHUB_ACTIONS") != "true"
+    if local:
+        contract = ctx.contract()
+        return rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
+    token = require_token(ctx)
+    event = read_event(ctx.env)
+    env_ctx = env_context(ctx.env)
+    run = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
+                    policy=policy or RequestPolicy(sleep=ctx.sleep))
+    return rest_context(ctx.env, event, run)
+
+
+def require_token(ctx: PhaseContext) -> str:
+    token = ctx.github_token()
+    if not token:
+        raise input_error("github-token", "a GitHub token is needed to read the run from the REST API "
+                          "(input github-token, default ${{ github.token }}; or GITHUB_TOKEN)")
+    return token
+

@@ -1,0 +1,279 @@
+"""``guard``: admit this run against the contract's trust policy.
+
+The run context is never taken from environment variables alone: the event file (safe IO) and the
+REST run object (PyGithub, ``GITHUB_API_URL``) are read too, and the three must agree
+(``guard.run_mismatch``). The REST-checked context is then admitted against ``contract.trust``:
+repository, visibility, event, branch, workflow, run attempt, actors. Every comparison is one row of
+the step summary; the first failed one is the refusal (exit 3).
+
+``local: true`` derives a rehearsal context from git instead. It is marked local and can never reach
+TestOps: with an explicit ``backend: testops`` the guard refuses (``guard.local_context``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from testops_evidence import summary
+from testops_evidence.context import (
+    SHA_RE,
+    BindingCheck,
+    RunContext,
+    admit_backend,
+    env_context,
+    read_event,
+    rehearsal_context,
+)
+from testops_evidence.contract import Contract, Trust
+from testops_evidence.errors import Refusal, input_error
+from testops_evidence.github_run import (
+    RequestPolicy,
+    RunObject,
+    context_from_run,
+    cross_checks,
+    fetch_run,
+    require_token,
+)
+from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.safeio import pretty_json
+
+OPERATIONS = ("bootstrap", "launch", "evaluate", "import")
+RECEIPT = "guard.json"
+RECEIPT_SCHEMA = "testops-evidence/guard-receipt/v1"
+_SHOWN = 100  # characters of an untrusted event value quoted back in a refusal
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    contract = ctx.contract()
+    if ctx.settings.boolean("local"):
+        return _rehearsal(ctx, contract)
+    if ctx.env.get("GITHUB_ACTIONS") != "true":
+        raise Refusal("guard.outside_actions", "guard admits GitHub Actions runs; outside Actions only a local "
+                      "rehearsal is possible", field="GITHUB_ACTIONS", expected="true",
+                      actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
+    event = read_event(ctx.env)
+    env_ctx = env_context(ctx.env)
+    token = require_token(ctx)
+    with ctx.runtime.group(f"Reading run {env_ctx.run_id} of {env_ctx.repository} from {env_ctx.api_url}"):
+        run_object = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
+                               policy=RequestPolicy(sleep=ctx.sleep))
+        ctx.runtime.log(f"run #{run_object.run_number}, attempt {run_object.run_attempt}: {run_object.event} on "
+                        f"{run_object.head_branch} at {run_object.head_sha}, workflow {run_object.path}")
+    context = context_from_run(ctx.env, run_object)
+    checks = cross_checks(ctx.env, event, run_object) + trust_checks(contract.trust, context)
+    failed = [check for check in checks if not check.ok]
+    if failed:
+        headline = (f"⛔ Run {context.run_id} of `{summary.cell(context.repository)}` was **not admitted**: "
+                    f"{len(failed)} of {len(checks)} bindings failed.")
+        ctx.runtime.summary(summary.render("phase", mode=ctx.mode, headline=headline) + _bindings(checks) + "\n")
+        raise failed[0].refusal()
+
+    operation, target_sha = dispatch_request(event, context.head_sha)
+    backend = ctx.backend()
+    outputs = _outputs(operation, target_sha, context)
+    _write_receipt(ctx, _receipt(contract, backend, operation, target_sha, context, run_object, checks))
+    headline = (f"✅ Run {summary.link(f'#{context.run_number}', context.run_url)} (attempt {context.run_attempt}) "
+                f"of `{summary.cell(context.repository)}` is admitted: `{summary.cell(context.event)}` on "
+                f"`{summary.cell(context.workflow_ref)}` at `{context.head_sha[:12]}`; operation "
+                f"**{operation}** on `{target_sha[:12]}`.")
+    body = _bindings(checks) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+
+
+# --- trust policy ----------------------------------------------------------------------------------------
+
+
+def trust_checks(trust: Trust, context: RunContext) -> list[BindingCheck]:
+    """The contract's trust policy against the REST-checked context: one check per rule, all evaluated."""
+    checks = [
+        # GitHub owner and repository names are case-insensitive; a contract may spell them either way.
+        BindingCheck("repository", "guard.repository", "repository", trust.repository, context.repository,
+                     trust.repository.casefold() == context.repository.casefold()),
+    ]
+    visibility = "private" if context.repository_private else "public"
+    if trust.public_only:
+        checks.append(BindingCheck("visibility (public-only)", "guard.visibility", "repository-visibility",
+                                   "public", visibility, context.repository_private is False))
+    else:
+        checks.append(BindingCheck("visibility", "guard.visibility", "repository-visibility",
+                                   "public or private", visibility, True))
+    branches = [f"refs/heads/{branch}" for branch in trust.branches]
+    checks += [
+        BindingCheck("event", "guard.event", "event", list(trust.events), context.event,
+                     context.event in trust.events),
+        BindingCheck("workflow ref (branch)", "guard.branch", "workflow-ref", branches, context.workflow_ref,
+                     context.workflow_ref in branches),
+        BindingCheck("workflow file", "guard.workflow", "workflow-path", list(trust.workflows),
+                     context.workflow_path, context.workflow_path in trust.workflows),
+    ]
+    if trust.run_attempts == "first-only":
+        checks.append(BindingCheck("run attempt (first-only)", "guard.run_attempt", "run-attempt", 1,
+                                   context.run_attempt, context.run_attempt == 1))
+    else:
+        checks.append(BindingCheck("run attempt (any)", "guard.run_attempt", "run-attempt", "any",
+                                   context.run_attempt, True))
+    if trust.actors is None:
+        anyone = "anyone who can start the run"
+        checks += [
+            BindingCheck("actor", "guard.actor", "actor-id", anyone, context.actor_id, True),
+            BindingCheck("triggering actor", "guard.actor", "triggering-actor-id", anyone,
+                         context.triggering_actor_id, True),
+        ]
+    else:
+        allowed = list(trust.actors)
+        checks += [
+            BindingCheck("actor", "guard.actor", "actor-id", allowed, context.actor_id,
+                         context.actor_id in trust.actors),
+            # A re-run's triggering actor differs from the original actor; both must be allowed. A server
+            # that does not report it (old GHES) is refused: an unknown actor is not an allowed one.
+            BindingCheck("triggering actor", "guard.actor", "triggering-actor-id", allowed,
+                         context.triggering_actor_id, context.triggering_actor_id in trust.actors),
+        ]
+    return checks
+
+
+# --- the dispatch request ----------------------------------------------------------------------------------
+
+
+def dispatch_request(event: Mapping[str, Any], head_sha: str) -> tuple[str, str]:
+    """``(operation, target-sha)`` from the event's ``workflow_dispatch`` inputs.
+
+    ``operation`` defaults to ``evaluate``; ``target-sha`` (or ``target_sha``) defaults to the run's
+    head SHA. Both are validated: an operator's typo is a usage refusal, never a silent default.
+    """
+    inputs = event.get("inputs")
+    if inputs is None:
+        inputs = {}
+    if not isinstance(inputs, dict):
+        raise Refusal("guard.event_file", "the event's inputs are not an object", field="inputs",
+                      expected="an object", actual=type(inputs).__name__)
+    operation = _input_text(inputs, "operation")
+    if operation is None:
+        operation = "evaluate"
+    elif operation not in OPERATIONS:
+        raise input_error("operation", "the workflow_dispatch input `operation` names no operation",
+                          expected=" | ".join(OPERATIONS), actual=operation[:_SHOWN])
+    # Both spellings are accepted (dispatch input ids are often snake_case); refusals use the output's name.
+    given = [value for value in (_input_text(inputs, "target-sha"), _input_text(inputs, "target_sha", "target-sha"))
+             if value is not None]
+    for value in given:
+        if not SHA_RE.match(value.lower()):
+            raise input_error("target-sha", "the workflow_dispatch input `target-sha` is not a full commit SHA",
+                              expected="40 hex digits", actual=value[:_SHOWN])
+    if len({value.lower() for value in given}) > 1:
+        raise input_error("target-sha", "the inputs `target-sha` and `target_sha` name different commits",
+                          expected=given[0].lower(), actual=given[1].lower())
+    return operation, given[0].lower() if given else head_sha
+
+
+def _input_text(inputs: Mapping[str, Any], name: str, code_name: str | None = None) -> str | None:
+    """An input's stripped text; None when absent or empty (the form leaves optional inputs empty)."""
+    value = inputs.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise input_error(code_name or name, f"the workflow_dispatch input `{name}` is not a string",
+                          expected="a string", actual=type(value).__name__)
+    value = value.strip()
+    return value or None
+
+
+# --- local rehearsal -------------------------------------------------------------------------------------------
+
+
+def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
+    explicit = ctx.settings.string("backend")
+    backend = ctx.backend()
+    context = rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
+    if explicit is not None:
+        admit_backend(context, explicit)  # an explicit `backend: testops` with `local: true` is refused
+    operation, target_sha = "evaluate", context.head_sha
+    outputs = {"operation": operation, "target-sha": target_sha, "workflow-id": "", "run-url": "",
+               "run-attempt": context.run_attempt}
+    _write_receipt(ctx, _receipt(contract, "files", operation, target_sha, context, None, []))
+    headline = (f"🧪 Local rehearsal context for `{summary.cell(context.repository)}` at "
+                f"`{context.head_sha[:12]}`: evidence made from it can never be published to TestOps.")
+    notes = ["> [!NOTE]\n> This is a rehearsal: no GitHub run exists, so the trust policy was not evaluated "
+             "and `workflow-id` and `run-url` are empty.\n"]
+    if backend == "testops":
+        notes.append("> [!IMPORTANT]\n> The contract names a TestOps server, but local evidence only goes to "
+                     "the **files** backend: run the later phases with `backend: files` (token phases refuse "
+                     "`guard.local_context` otherwise).\n")
+    if context.head_sha == "0" * 40:
+        notes.append("> [!WARNING]\n> No git checkout was found in the workspace; the commit is a placeholder.\n")
+    body = "\n".join(notes) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+
+
+# --- receipt, outputs, summary --------------------------------------------------------------------------------
+
+
+def _outputs(operation: str, target_sha: str, context: RunContext) -> dict[str, Any]:
+    return {
+        "operation": operation,
+        "target-sha": target_sha,
+        "workflow-id": context.workflow_id,
+        "run-url": context.run_url,
+        "run-attempt": context.run_attempt,
+    }
+
+
+def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, context: RunContext,
+             run_object: RunObject | None, checks: Sequence[BindingCheck]) -> dict[str, Any]:
+    # Deterministic content (no clock): guarding the same run twice writes the same receipt.
+    return {
+        "schema": RECEIPT_SCHEMA,
+        "campaign": contract.campaign,
+        "contract-sha256": contract.digest,
+        "backend": backend,
+        "operation": operation,
+        "target-sha": target_sha,
+        "context": context.to_json(),
+        "run": run_object.to_json() if run_object is not None else None,
+        "checks": [{"check": c.check, "field": c.field, "expected": c.expected, "actual": c.actual, "ok": c.ok}
+                   for c in checks],
+    }
+
+
+def _write_receipt(ctx: PhaseContext, document: dict[str, Any]) -> None:
+    try:
+        ctx.state.write_receipt(RECEIPT, document)
+    except Refusal as exc:
+        if exc.code != "io.exists":
+            raise
+        # A receipt is written once; the same guard repeated (same run, same contract) is not a conflict.
+        if ctx.state.read_receipt(RECEIPT) != json.loads(pretty_json(document)):
+            raise Refusal("io.exists", f"{RECEIPT} in the state directory records another run or contract",
+                          field="state-dir", expected="no earlier guard receipt for another context",
+                          actual=str(ctx.state.receipt_path(RECEIPT)),
+                          hint="Use a fresh `state-dir` for each run of the pipeline.") from None
+
+
+def _bindings(checks: Sequence[BindingCheck]) -> str:
+    return "### Bindings\n\n" + summary.table(("check", "expected", "actual", ""), [c.row() for c in checks])
+
+
+def _context_table(context: RunContext) -> str:
+    def actor(value: int | None) -> Any:
+        return value if value is not None else "—"
+
+    rows: list[tuple[str, Any]] = [
+        ("repository", context.repository),
+        ("visibility", "—" if context.repository_private is None else
+         ("private" if context.repository_private else "public")),
+        ("run", f"{context.run_id} (#{context.run_number}, attempt {context.run_attempt})"),
+        ("workflow", f"{context.workflow_path} (id {context.workflow_id if context.workflow_id else '—'})"),
+        ("workflow ref", context.workflow_ref),
+        ("head SHA", context.head_sha),
+        ("event", context.event),
+        ("actor / triggering actor", f"{actor(context.actor_id)} / {actor(context.triggering_actor_id)}"),
+        ("source", {"rest": "environment + event file + REST run, cross-checked",
+                    "local": "git (local rehearsal)"}.get(context.source, context.source)),
+    ]
+    return summary.table(("field", "value"), rows)
+
+
+def _outputs_table(outputs: Mapping[str, Any]) -> str:
+    return "\n### Outputs\n\n" + summary.table(("output", "value"), [(k, v) for k, v in outputs.items()])
