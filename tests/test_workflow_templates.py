@@ -1,0 +1,229 @@
+"""The reusable workflow templates: wiring, least privilege, token placement, pinning, and the case loop.
+
+The validators (check-jsonschema, zizmor, actionlint) check syntax and known-bad patterns; these tests
+check what only this project knows: which jobs may hold the TestOps token, that every ``with:`` of our
+action is a real input of the mode it runs, that every ``steps.X.outputs.Y`` names an output the mode
+sets, how the selection digest travels, and what the case loop actually does when it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from testops_evidence import __version__, interface
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "workflows-templates"
+ACTION = "testops-evidence/testops-evidence/composite"
+THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact))@([0-9a-f]{40})$")
+# Jobs that may see the TestOps token; every other job must not even mention it.
+# A matrix row's identity: the case key, or the shard number for a packed row (evidence/matrix.py).
+# (Not strategy.job-index: act leaves it empty, and a name is clearer in the artifact list anyway.)
+MATRIX_ID = "${{ matrix.key || format('shard-{0}', matrix.shard) }}"
+TOKEN_JOBS = {"campaign.yml": {"select", "publish"}, "bootstrap.yml": {"bootstrap"}, "import.yml": set()}
+
+
+def load(name: str) -> dict[str, Any]:
+    return YAML(typ="safe").load((TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+def all_templates() -> list[str]:
+    return sorted(path.name for path in TEMPLATES.glob("*.yml"))
+
+
+def our_steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [step for step in job.get("steps", []) if str(step.get("uses", "")).startswith(ACTION + "@")]
+
+
+def test_the_three_templates_exist() -> None:
+    assert all_templates() == ["bootstrap.yml", "campaign.yml", "import.yml"]
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_template_is_reusable_and_least_privilege(name: str) -> None:
+    workflow = load(name)
+    assert list(workflow["on"]) == ["workflow_call"]
+    assert workflow["permissions"] == {}  # nothing by default; each job asks for what it needs
+    for job_id, job in workflow["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int | str), f"{job_id}: no timeout-minutes"
+        permissions = job.get("permissions")
+        assert isinstance(permissions, dict), f"{job_id}: permissions must be explicit"
+        assert set(permissions.values()) <= {"read"}, f"{job_id}: writes {permissions}"
+        assert set(permissions) <= {"contents", "actions"}, f"{job_id}: {sorted(permissions)}"
+        group = job.get("concurrency", {}).get("group", "")
+        assert group, f"{job_id}: no concurrency group"
+        if "strategy" in job:  # a matrix job's group must tell its jobs apart, or they would cancel each other
+            assert MATRIX_ID in group, f"{job_id}: matrix concurrency group without the row's identity"
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_no_expression_inside_run_and_everything_pinned(name: str) -> None:
+    workflow = load(name)
+    raw = (TEMPLATES / name).read_text(encoding="utf-8")
+    for job_id, job in workflow["jobs"].items():
+        for step in job.get("steps", []):
+            assert "${{" not in str(step.get("run", "")), f"{job_id}: expression inside run: (use env:)"
+            uses = step.get("uses")
+            if uses is None:
+                continue
+            if uses.startswith(ACTION + "@"):
+                assert uses == f"{ACTION}@v{__version__}"
+                continue
+            match = THIRD_PARTY.match(uses)
+            assert match, f"{job_id}: {uses} is not an allowed action pinned by full SHA"
+            # The version comment is what reviewers and dependabot read.
+            assert re.search(rf"uses: {re.escape(uses)} # v\d+\.\d+\.\d+\n", raw), f"{uses} has no version comment"
+            if match.group(2) == "checkout":
+                assert step["with"]["persist-credentials"] is False
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_only_token_jobs_see_the_testops_token(name: str) -> None:
+    workflow = load(name)
+    for job_id, job in workflow["jobs"].items():
+        text = json.dumps(job)
+        mentions = "secrets.testops-token" in text
+        assert mentions == (job_id in TOKEN_JOBS[name]), f"{job_id}: token {'present' if mentions else 'absent'}"
+        assert "ALLURE_TOKEN" not in text and "TESTOPS_TOKEN" not in text
+        for step in our_steps(job):
+            mode = step["with"]["mode"]
+            if "testops-token" in step["with"]:
+                assert mode in interface.TOKEN_PHASES, f"{job_id}: token given to mode {mode}"
+            assert mode not in interface.WORKER_PHASES or "secrets." not in json.dumps(step)
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_action_inputs_and_outputs_exist_for_the_mode(name: str) -> None:
+    workflow = load(name)
+    for job_id, job in workflow["jobs"].items():
+        modes: dict[str, str] = {}
+        for step in our_steps(job):
+            mode = step["with"]["mode"]
+            assert mode in interface.MODES
+            allowed = {spec.name for spec in interface.inputs_for(mode)} | {"mode"}
+            assert set(step["with"]) <= allowed, f"{job_id}/{mode}: {sorted(set(step['with']) - allowed)}"
+            if "id" in step:
+                modes[step["id"]] = mode
+        text = json.dumps(job)
+        for step_id, output in re.findall(r"steps\.([a-z0-9_-]+)\.outputs\.([a-z0-9-]+)", text):
+            if step_id in modes:
+                names = {spec.name for spec in interface.outputs_for(modes[step_id])}
+                assert output in names, f"{job_id}: mode {modes[step_id]} has no output {output}"
+        for need, output in re.findall(r"needs\.([a-z0-9_-]+)\.outputs\.([a-z0-9-]+)", text):
+            assert output in workflow["jobs"][need].get("outputs", {}), f"{job_id}: needs.{need}.outputs.{output}"
+
+
+def test_campaign_wiring() -> None:
+    jobs = load("campaign.yml")["jobs"]
+    assert jobs["select"]["needs"] == "guard"
+    assert set(jobs["export"]["needs"]) == {"select", "native", "external"}
+    assert set(jobs["publish"]["needs"]) == {"select", "export"}
+    for lane in ("native", "external"):
+        job = jobs[lane]
+        assert job["needs"] == "select"
+        assert job["if"] == f"${{{{ fromJSON(needs.select.outputs.{lane}-count) > 0 }}}}"
+        assert job["strategy"]["matrix"] == f"${{{{ fromJSON(needs.select.outputs.{lane}-matrix) }}}}"
+        assert job["strategy"]["max-parallel"] == f"${{{{ fromJSON(needs.select.outputs.{lane}-max-parallel) }}}}"
+        assert job["strategy"]["fail-fast"] is False
+        # The worker re-hashes the selection against the digest that travelled as a job output, before
+        # it runs anything.
+        kinds = [step.get("with", {}).get("mode") or step.get("name") or step["uses"].split("@")[0]
+                 for step in job["steps"]]
+        assert kinds.index("verify-selection") < kinds.index("run the cases")
+        verify = next(step for step in our_steps(job) if step["with"]["mode"] == "verify-selection")
+        assert verify["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
+    export = next(step for step in our_steps(jobs["export"]) if step["with"]["mode"] == "export")
+    assert export["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
+    assert export["with"]["fail-on-failed-cases"] is False  # failed cases are still published
+    assert "!cancelled()" in jobs["export"]["if"] and "!cancelled()" in jobs["publish"]["if"]
+    modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
+    assert modes == ["guard", "select", "verify-selection", "verify-selection", "export", "upload", "verify"]
+
+
+def test_native_and_external_jobs_are_the_same_but_for_the_lane() -> None:
+    jobs = load("campaign.yml")["jobs"]
+    native = json.dumps(jobs["native"], sort_keys=True)
+    external = json.dumps(jobs["external"], sort_keys=True).replace("external", "native")
+    assert native == external
+
+
+def test_bootstrap_and_import_templates() -> None:
+    bootstrap = load("bootstrap.yml")
+    assert bootstrap["on"]["workflow_call"]["inputs"]["dry-run"]["default"] is True
+    assert [step["with"]["mode"] for job in bootstrap["jobs"].values() for step in our_steps(job)] == ["guard", "bootstrap"]
+    imported = load("import.yml")
+    assert [step["with"]["mode"] for job in imported["jobs"].values() for step in our_steps(job)] == ["guard", "import"]
+    assert "secrets" not in imported["on"]["workflow_call"]
+
+
+# --- the case loop, run for real --------------------------------------------------------------------
+
+
+def case_loop_script() -> str:
+    job = load("campaign.yml")["jobs"]["native"]
+    return next(step for step in job["steps"] if step.get("name") == "run the cases")["run"]
+
+
+def write_selection(workdir: Path, cases: list[dict[str, Any]]) -> None:
+    document = {"context": {"head-sha": "a" * 40}, "profile": {"id": "p1", "model": "m"}, "cases": cases}
+    (workdir / "testops-evidence-selection.json").write_text(json.dumps(document))
+
+
+def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    step = load("campaign.yml")["jobs"]["native"]["steps"]
+    env_spec = next(s for s in step if s.get("name") == "run the cases")["env"]
+    env = {"PATH": os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
+           "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
+           "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"]}
+    return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
+                          text=True, check=False)
+
+
+def case(key: str, credentials: list[str], timeout: int = 1) -> dict[str, Any]:
+    return {"key": key, "credentials": credentials, "timeout-minutes": timeout, "lane": "native"}
+
+
+def test_case_loop_gives_each_case_its_own_environment_and_credentials(tmp_path: Path) -> None:
+    write_selection(tmp_path, [case("alpha", ["KEY_A"]), case("beta", ["KEY_B"])])
+    command = ('python3 -c "import json,os; json.dump({k: v for k, v in os.environ.items() '
+               'if k.startswith((\'TESTOPS_EVIDENCE_\', \'KEY_\', \'CASE_\'))}, '
+               'open(os.environ[\'TESTOPS_EVIDENCE_CELL_RESULT\'], \'w\'))"')
+    done = run_loop(tmp_path, ["alpha", "beta"], command, {"KEY_A": "secret-a", "KEY_B": "secret-b"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "::add-mask::secret-a" in done.stdout and "::add-mask::secret-b" in done.stdout
+    seen = {key: json.loads((tmp_path / "testops-evidence-cells" / f"{key}.json").read_text()) for key in ("alpha", "beta")}
+    assert seen["alpha"]["KEY_A"] == "secret-a" and "KEY_B" not in seen["alpha"]  # only its own credentials
+    assert seen["beta"]["KEY_B"] == "secret-b" and "KEY_A" not in seen["beta"]
+    for key, env in seen.items():
+        assert "CASE_SECRETS" not in env  # the secrets JSON itself is not passed on
+        assert env["TESTOPS_EVIDENCE_CASE"] == key
+        assert json.loads(env["TESTOPS_EVIDENCE_CASE_JSON"])["key"] == key
+        assert env["TESTOPS_EVIDENCE_SOURCE_SHA"] == "a" * 40
+        assert json.loads(env["TESTOPS_EVIDENCE_PROFILE"]) == {"id": "p1", "model": "m"}
+        assert env["TESTOPS_EVIDENCE_ATTEMPT_ID"] == f"42-1-{key}"
+        assert env["TESTOPS_EVIDENCE_CELL_RESULT"] == str(tmp_path / "testops-evidence-cells" / f"{key}.json")
+
+
+def test_case_loop_fails_the_job_for_a_case_without_cell_result_but_runs_the_rest(tmp_path: Path) -> None:
+    write_selection(tmp_path, [case("first", []), case("second", [])])
+    command = '[ "$TESTOPS_EVIDENCE_CASE" = first ] && exit 3; echo "{}" > "$TESTOPS_EVIDENCE_CELL_RESULT"'
+    done = run_loop(tmp_path, ["first", "second"], command, {})
+    assert done.returncode == 1
+    assert "::error title=case.no_cell_result::first: the case command (exit 3) wrote no cell result" in done.stdout
+    assert (tmp_path / "testops-evidence-cells" / "second.json").exists()
+
+
+def test_case_loop_refuses_a_case_whose_credentials_are_missing(tmp_path: Path) -> None:
+    write_selection(tmp_path, [case("needs-key", ["API_KEY"])])
+    done = run_loop(tmp_path, ["needs-key"], 'echo ran > "$TESTOPS_EVIDENCE_CELL_RESULT"', {})
+    assert done.returncode == 1
+    assert "::error title=case.credentials::needs-key: case-secrets lacks API_KEY" in done.stdout
+    assert not (tmp_path / "testops-evidence-cells" / "needs-key.json").exists()
