@@ -7,8 +7,8 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_selection_support import big_document, contract_of, example_document
 
+from test_selection_support import big_document, contract_of, example_document
 from testops_evidence.actions import format_output_value
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.matrix import (

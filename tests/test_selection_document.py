@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_selection_support import actions_env, contract_of, example_document
 
+from test_selection_support import actions_env, contract_of, example_document
 from testops_evidence.context import env_context, local_context
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.selection import (
@@ -87,7 +87,7 @@ def test_load_then_validate_round_trip(tmp_path: Path) -> None:
 
 
 def test_relative_paths_are_read_below_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, digest = written(tmp_path, files_selection())
+    _, digest = written(tmp_path, files_selection())
     monkeypatch.chdir(tmp_path)
     assert load_selection("./selection.json", digest).count == 12
     with pytest.raises(Refusal) as excinfo:

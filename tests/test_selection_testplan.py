@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_selection_support import EXAMPLE_PLAN, contract_of, example_document, plan_json, without_testops
 
+from test_selection_support import EXAMPLE_PLAN, contract_of, example_document, plan_json, without_testops
 from testops_evidence.errors import Refusal, is_registered
 from testops_evidence.evidence.testplan import (
     PlanRow,

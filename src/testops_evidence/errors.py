@@ -105,6 +105,10 @@ REGISTRY: dict[str, CodeSpec] = dict(
         # --- bootstrap / launch / reconcile --------------------------------------------------------
         _spec("bootstrap.case_conflict", _I, "a TestOps test case conflicts with the contract (same id, other name, ...)"),
         _spec("bootstrap.plan_conflict", _I, "the TestOps test plan conflicts with the contract"),
+        _spec("bootstrap.case_missing", _U, "a contract case's testops-id names no live test case in the project",
+              "Create (or restore) the test case in TestOps and put its id in the contract's `testops-id`."),
+        _spec("bootstrap.plan_missing", _U, "the contract's plan id names no test plan",
+              "Fix `testops.plan.id`, or remove it so that bootstrap finds the plan by name or creates it."),
         _spec("once.already_started", _I, "a once-marker shows this mutation already started",
               "Run `mode: reconcile` to observe TestOps before anything is re-sent."),
         _spec("reconcile.unresolved", _R, "an uncertain mutation could not be resolved by observation"),
