@@ -71,6 +71,25 @@ def expect_object(value: Any, what: str, required: tuple[str, ...] = ()) -> dict
     return value
 
 
+def expect_mutation_object(value: Any, what: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Like :func:`expect_object`, for the answer to a mutation: the server said 2xx, so the change most
+    likely happened, but without the fields we cannot tell what it made; that is ``testops.uncertain``."""
+    try:
+        return expect_object(value, what, required)
+    except Refusal as refusal:
+        raise Refusal("testops.uncertain", f"TestOps accepted the change but {what} is unreadable "
+                      f"({refusal.message}); it is not re-sent automatically") from None
+
+
+def expect_mutation_id(value: Any, what: str) -> int:
+    """:func:`expect_id` for an id the server made: unreadable means ``testops.uncertain`` (see above)."""
+    try:
+        return expect_id(value, what)
+    except Refusal as refusal:
+        raise Refusal("testops.uncertain", f"TestOps accepted the change but {what} is unreadable "
+                      f"({refusal.message}); it is not re-sent automatically") from None
+
+
 def expect_list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise Refusal("testops.response_invalid", f"{what} is not a JSON array", field=what,
