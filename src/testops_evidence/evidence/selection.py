@@ -87,7 +87,8 @@ def build_selection(
         raise Refusal("selection.empty", "nothing was selected", field="cases", expected="at least one case",
                       actual=[])
     keys = {case.key for case in cases}
-    document = {
+    rows = [case.row() for case in cases]
+    document: dict[str, Any] = {
         "schema": SCHEMA_ID,
         "campaign": contract.campaign,
         "contract-sha256": contract.digest,
@@ -97,12 +98,12 @@ def build_selection(
         "profile": dict(contract.profile),
         "source": source,
         "full-plan": len(keys) == len(contract.cases) and all(contract.has_case(k) for k in keys),
-        "cases": [case.row() for case in cases],
+        "cases": rows,
     }
     # Every row is Case.row() of a schema-validated contract, whose case schema is at least as strict as
     # the selection's row schema; one row proves the mapping, and re-validating 10,000 rows would cost
     # seconds. Readers (load_selection) validate every row: their bytes crossed a job boundary.
-    validate_document("selection", {**document, "cases": document["cases"][:1]}, "selection.invalid",
+    validate_document("selection", {**document, "cases": rows[:1]}, "selection.invalid",
                       "the selection")
     return document
 
