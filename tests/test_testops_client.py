@@ -395,3 +395,29 @@ def test_paths_must_be_clean() -> None:
             client.url(bad)
     assert client.url("/launch/7") == "https://testops.example/api/launch/7"
     assert client.web_url("launch", 7) == "https://testops.example/launch/7"
+
+
+def test_an_unreadable_mutation_answer_is_uncertain_not_invalid() -> None:
+    from testops_evidence.testops.client import expect_mutation_id, expect_mutation_object
+
+    assert expect_mutation_object({"id": 3}, "answer", ("id",)) == {"id": 3}
+    for bad in ([], {"name": "x"}):
+        with pytest.raises(Refusal) as info:
+            expect_mutation_object(bad, "answer", ("id",))
+        assert info.value.code == "testops.uncertain"
+    assert expect_mutation_id(5, "id") == 5
+    for bad_id in (0, True, "5", None):
+        with pytest.raises(Refusal) as info:
+            expect_mutation_id(bad_id, "id")
+        assert info.value.code == "testops.uncertain"
+
+
+def test_transport_tuning_from_the_environment() -> None:
+    from testops_evidence.testops.client import _env_tuning
+
+    assert _env_tuning({"TESTOPS_EVIDENCE_READ_TIMEOUT": "2.5", "TESTOPS_EVIDENCE_MAX_RETRIES": "1"}) == {
+        "read_timeout": 2.5, "max_retries": 1}
+    for bad in ("-1", "abc", "nan", "1.5x"):
+        with pytest.raises(Refusal) as info:
+            _env_tuning({"TESTOPS_EVIDENCE_RATE_LIMIT": bad})
+        assert info.value.code == "input.testops-evidence-rate-limit"
