@@ -48,11 +48,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
         # --- usage and configuration -------------------------------------------------------------
         _spec("input.<name>", _U, "an input is missing or has an invalid value", "Fix the named input."),
         _spec("mode.unknown", _U, "the `mode` input names no phase", "Use one of the modes in the README."),
-        _spec("mode.not_built", _U, "the phase is listed in the design but not available in this version"),
+        _spec("mode.not_built", _U, "the phase is listed in the design but not available in this version",
+              "Use a release of the action that has this mode."),
         _spec("contract.missing", _U, "the contract file does not exist", "Create it or set `contract:`."),
         _spec("contract.invalid", _U, "the contract does not match its schema", "Fix the field named by the pointer."),
         _spec("contract.unknown_case", _U, "a case key is not in the contract"),
-        _spec("internal.error", _R, "an unexpected error; the message names its type (please report it)"),
+        _spec("internal.error", _R, "an unexpected error; the message names its type (please report it)",
+              "Re-run with debug logging (ACTIONS_STEP_DEBUG) for the traceback, and report it."),
         # --- guard ---------------------------------------------------------------------------------
         _spec("guard.event_file", _I, "the event file is missing, unsafe, too large or not JSON"),
         _spec("guard.event", _I, "the triggering event is not one the trust policy admits"),

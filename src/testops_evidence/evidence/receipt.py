@@ -8,6 +8,7 @@ does not name with the same digest (:func:`check_tree`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ class Receipt:
     document: Mapping[str, Any]
     sha256: str
     path: str
+    raw: bytes = dataclasses.field(default=b"", repr=False)  # the exact bytes read (copied on publication)
 
     @property
     def results(self) -> list[Mapping[str, Any]]:
@@ -95,7 +97,7 @@ def receipt_from_bytes(data: bytes, path: str) -> Receipt:
     if len(listed) != len(names) + 2 * len(rows):
         raise _refuse(f"the export receipt {path} names a file twice", field="files", expected="unique names",
                       actual=sorted(names))
-    return Receipt(document, sha256_bytes(data), path)
+    return Receipt(document, sha256_bytes(data), path, data)
 
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:
@@ -104,6 +106,30 @@ def load_receipt(path: str | os.PathLike[str]) -> Receipt:
 
     data = read_document_bytes(path, RECEIPT_LIMIT)
     return receipt_from_bytes(data, os.fspath(path))
+
+
+def bind_receipt(receipt: Receipt, *, campaign: str, contract_sha256: str, live: Mapping[str, Any],
+                 backend: str) -> None:
+    """The receipt must be of this contract (``export.receipt``) and this run (``selection.context``: the
+    receipt carries the selection's context); a rehearsal export never reaches TestOps
+    (``guard.local_context``), and a files-backend export has no TestOps launch to publish into."""
+    for field, expected, actual in (("campaign", campaign, receipt.document["campaign"]),
+                                    ("contract-sha256", contract_sha256, receipt.document["contract-sha256"])):
+        if expected != actual:
+            raise _refuse(f"the export receipt was made for another contract ({field} differs)", field=field,
+                          expected=expected, actual=actual)
+    recorded = receipt.document["context"]
+    for key, actual in live.items():
+        if recorded.get(key) != actual:
+            raise Refusal("selection.context", f"the export receipt was made for another run ({key} differs)",
+                          field=key, expected=recorded.get(key), actual=actual)
+    if recorded.get("local") and backend == "testops":
+        raise Refusal("guard.local_context", "a local rehearsal export can never be published to TestOps",
+                      field="backend", expected="files", actual=backend, hint="Use `backend: files` for a rehearsal.")
+    if backend == "testops" and receipt.testops is None:
+        raise _refuse("the export was made from a files-backend selection and has no TestOps job run or launch to "
+                      "publish into", field="testops", expected="the selection's TestOps binding", actual=None,
+                      hint="Select with the testops backend, or upload with `backend: files`.")
 
 
 def check_tree(directory: str | os.PathLike[str], receipt: Receipt, code: str, *, hash_files: bool = True) -> int:

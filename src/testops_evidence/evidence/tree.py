@@ -94,3 +94,16 @@ def is_empty_or_absent(path: Path) -> bool:
     if not stat.S_ISDIR(st.st_mode):
         return False
     return not os.listdir(path)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` (O_EXCL, no link followed, 0600) with ``data``, fsynced: for files inside a private
+    directory that is renamed into place afterwards."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import RunContext, env_context, local_context
+from testops_evidence.context import RunContext, env_context, rehearsal_context
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure
@@ -31,7 +31,7 @@ from testops_evidence.evidence.selection import (
     read_document_bytes,
     validate_against,
 )
-from testops_evidence.evidence.tree import is_empty_or_absent
+from testops_evidence.evidence.tree import is_empty_or_absent, write_new
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import fsync_dir, pretty_json, sha256_bytes, write_once
 
@@ -45,7 +45,7 @@ def worker_context(ctx: PhaseContext, contract: Contract) -> RunContext:
     local rehearsal context the selection was made in."""
     if in_actions(ctx):
         return env_context(ctx.env)
-    return local_context(Path.cwd(), contract.trust.repository, contract.trust.workflows[0])
+    return rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
 
 
 def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
@@ -144,18 +144,6 @@ def run(ctx: PhaseContext) -> PhaseResult:
     )
 
 
-def _write_new(directory: Path, name: str, data: bytes) -> None:
-    fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_results(
     ctx: PhaseContext,
     results_dir: Path,
@@ -183,8 +171,8 @@ def _write_results(
                                             now_ms=now_ms)
             result_bytes = pretty_json(result)
             result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
-            _write_new(temp, attachment_name, evidence)
-            _write_new(temp, result_name, result_bytes)
+            write_new(temp / attachment_name, evidence)
+            write_new(temp / result_name, result_bytes)
             rows.append({
                 "key": case.key,
                 "testops-id": case.testops_id,
@@ -207,7 +195,7 @@ def _write_results(
         files = []
         for name, data in (("executor.json", pretty_json(allure.executor_document(binding))),
                            ("environment.properties", allure.environment_properties(binding))):
-            _write_new(temp, name, data)
+            write_new(temp / name, data)
             files.append({"name": name, "sha256": sha256_bytes(data)})
         fsync_dir(temp)
         if results_dir.is_dir() and not results_dir.is_symlink():

@@ -1,0 +1,152 @@
+"""What upload sends and keeps: TestOps upload DTOs, the launch-level evidence bundle, and the files-backend
+publication (a verified copy of the results directory).
+
+**Why a bundle.** The evidence attachment of each result is what binds it to the selection. Sending it as
+a per-result attachment would cost one request per result (10,000 results: 10,000 requests; the budget is
+0.02 requests per result). Instead upload sends the results in chunks of 100 and *all* evidence documents
+as one launch attachment (split into parts of at most :data:`BUNDLE_PART_LIMIT` bytes). Every result
+carries its evidence digest as the parameter ``evidence sha256``, so a reader matches a result with its
+entry in the bundle, and the bundle itself names the receipt digest it was built from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.evidence.receipt import Receipt, verified_bytes
+from testops_evidence.evidence.tree import write_new
+from testops_evidence.safeio import canonical_json, fsync_dir, parse_json_bytes
+
+CHUNK_SIZE = 100  # results per POST /upload/test-result, as Allure 3 and allurectl send them
+BUNDLE_SCHEMA = "testops-evidence/evidence-bundle/v1"
+# Reverse proxies in front of self-hosted TestOps commonly cap bodies (nginx client_max_body_size); 8 MiB
+# parts stay under the usual settings while keeping a 10,000-result campaign to a handful of requests.
+BUNDLE_PART_LIMIT = 8 * 1024 * 1024
+
+
+def chunks(items: list[Any], size: int = CHUNK_SIZE) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _step_dto(step: Mapping[str, Any]) -> dict[str, Any]:
+    start, stop = step.get("start"), step.get("stop")
+    dto: dict[str, Any] = {
+        "type": "body",
+        "body": step.get("name"),
+        "status": step.get("status"),
+        "start": start,
+        "stop": stop,
+        "duration": stop - start if isinstance(start, int) and isinstance(stop, int) else None,
+        "steps": [_step_dto(s) for s in step.get("steps", []) if isinstance(s, Mapping)],
+    }
+    details = step.get("statusDetails")
+    if isinstance(details, Mapping) and details.get("message"):
+        dto["message"] = details["message"]
+    return dto
+
+
+def result_dto(result: Mapping[str, Any]) -> dict[str, Any]:
+    """An Allure result file as TestOps' ``UploadTestResultDto`` (allure-testops.md §1.6).
+
+    The per-result attachment is deliberately not listed: its content travels in the evidence bundle.
+    """
+    start, stop = result.get("start"), result.get("stop")
+    labels = [dict(label) for label in result.get("labels", [])]
+    by_name = {label.get("name"): label.get("value") for label in labels}
+    dto: dict[str, Any] = {
+        "uuid": result["uuid"],
+        "historyId": result.get("historyId"),
+        "testCaseId": result.get("testCaseId"),
+        "name": result.get("name"),
+        "fullName": result.get("fullName"),
+        "description": result.get("description"),
+        "status": result.get("status"),
+        "start": start,
+        "stop": stop,
+        "duration": stop - start if isinstance(start, int) and isinstance(stop, int) else None,
+        "hostId": by_name.get("host"),
+        "threadId": by_name.get("thread"),
+        "labels": labels,
+        "links": [dict(link) for link in result.get("links", [])],
+        "parameters": [{"name": p.get("name"), "value": p.get("value"), "excluded": bool(p.get("excluded", False)),
+                        "hidden": False, "masked": False} for p in result.get("parameters", [])],
+        "steps": [_step_dto(s) for s in result.get("steps", []) if isinstance(s, Mapping)],
+    }
+    details = result.get("statusDetails")
+    if isinstance(details, Mapping) and details.get("message"):
+        dto["message"] = details["message"]
+    return dto
+
+
+def bundle_parts(receipt: Receipt, evidence: Iterable[tuple[Mapping[str, Any], bytes]],
+                 part_limit: int = BUNDLE_PART_LIMIT) -> list[bytes]:
+    """The evidence bundle in parts of at most ``part_limit`` bytes (a single oversized entry gets its own).
+
+    Each part is canonical JSON naming the campaign, the selection and receipt digests, its number and the
+    part count; the first part also carries the whole receipt.
+    """
+    entries: list[list[bytes]] = [[]]
+    sizes = [0]
+    for row, data in evidence:
+        entry = canonical_json({"key": row["key"], "uuid": row["uuid"], "sha256": row["attachment-sha256"],
+                                "document": parse_json_bytes(data, str(row["attachment-file"]))})
+        if sizes[-1] and sizes[-1] + len(entry) > part_limit:
+            entries.append([])
+            sizes.append(0)
+        entries[-1].append(entry)
+        sizes[-1] += len(entry)
+    parts = []
+    for number, items in enumerate(entries, start=1):
+        head: dict[str, Any] = {
+            "schema": BUNDLE_SCHEMA,
+            "campaign": receipt.document["campaign"],
+            "selection-sha256": receipt.document["selection-sha256"],
+            "receipt-sha256": receipt.sha256,
+            "part": number,
+            "parts": len(entries),
+            "receipt": receipt.document if number == 1 else None,
+        }
+        # The entries are already canonical JSON; splice them in rather than re-encode 10,000 documents.
+        prefix = canonical_json(head)[:-2]  # drop the closing brace and the newline
+        body = b",".join(e.rstrip(b"\n") for e in items)
+        parts.append(prefix + b',"evidence":[' + body + b"]}\n")
+    return parts
+
+
+def bundle_name(receipt: Receipt, number: int, total: int) -> str:
+    context = receipt.document["context"]
+    suffix = f"-part-{number}-of-{total}" if total > 1 else ""
+    return f"testops-evidence-{receipt.document['campaign']}-run-{context['run-id']}{suffix}.json"
+
+
+def publish_files(source: Path, destination: Path, receipt: Receipt, receipt_bytes: bytes) -> int:
+    """Copy the receipt's files from ``source`` into a fresh ``destination`` (plus the receipt beside it),
+    each read once and checked against its receipt digest, built in a temp dir and renamed into place."""
+    destination.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = destination.parent / f".{destination.name}.publish-{os.getpid()}-{os.urandom(4).hex()}"
+    temp.mkdir(mode=0o700)
+    try:
+        expected = receipt.expected_files()
+        for name in sorted(expected):
+            data = verified_bytes(source, name, expected[name], "upload.results_invalid")
+            write_new(temp / name, data)
+        fsync_dir(temp)
+        os.rename(temp, destination)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    fsync_dir(destination.parent)
+    receipt_copy = destination.parent / f"{destination.name}-receipt.json"
+    write_new(receipt_copy, receipt_bytes)
+    fsync_dir(destination.parent)
+    return len(expected)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
