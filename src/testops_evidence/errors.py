@@ -101,6 +101,8 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("upload.already_started", _I, "a once-marker shows this upload already started",
               "Run `mode: reconcile` to observe TestOps before anything is re-sent."),
         _spec("upload.results_invalid", _I, "the results directory does not match its receipt"),
+        _spec("upload.binding", _I, "TestOps attached the upload to another project, job run or launch than the "
+              "selection's"),
         _spec("verify.missing", _R, "a receipt row did not appear in TestOps before the deadline"),
         _spec("verify.duplicate", _I, "a receipt row appears more than once in TestOps"),
         _spec("verify.mismatch", _I, "a published result differs from its receipt row"),
