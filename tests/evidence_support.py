@@ -140,3 +140,59 @@ def run_pytest(directory: Path, *args: str, env: Mapping[str, str] | None = None
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=directory, capture_output=True, text=True, env=full_env, check=False,
     )
+
+
+class TestOpsCampaign:
+    """A seeded TestOps test server plus an exported campaign bound to its job run and launch.
+
+    ``export()`` runs the real export (no token in its env); ``run(mode)`` runs upload / verify /
+    reconcile with the sentinel token, the server endpoint and a fake clock (sleeps advance it).
+    """
+
+    __test__ = False
+
+    def __init__(self, server: Any, tmp: Path, contract: Contract) -> None:
+        from helpers import FakeClock
+
+        self.server = server
+        self.tmp = tmp
+        self.contract = contract
+        self.clock = FakeClock()
+        self.env = actions_env()
+        seeded = server.seed_contract(contract, job_url="https://github.com/acme/agents/actions/workflows/"
+                                      "agent-evals.yml")
+        self.launch = server.add_launch(contract.testops.project_id, "Agent protocol evals #42")
+        run_url = f"https://github.com/acme/agents/actions/runs/{RUN_ID}"
+        self.jobrun = server.add_jobrun(seeded["job-id"], launch_id=self.launch["id"], url=run_url,
+                                        case_ids=seeded["case-ids"])
+        self.binding = TestOpsBinding(endpoint=server.url, project_id=contract.testops.project_id,
+                                      plan_id=contract.testops.plan_id, plan_name=contract.testops.plan_name,
+                                      job_run_id=self.jobrun["id"], job_id=seeded["job-id"],
+                                      launch_id=self.launch["id"])
+        self.selection, self.digest = make_selection(tmp, contract, self.env, testops=self.binding)
+        self.options = {"contract": str(write_contract(contract, tmp / "contract.json")),
+                        "results-dir": str(tmp / "allure-results"), "state-dir": str(tmp / "state"),
+                        "testops-endpoint": server.url}
+
+    def export(self, cells: Iterable[Mapping[str, Any]]) -> Any:
+        from helpers import run_mode
+
+        write_cells(self.tmp / "cells", cells)
+        options = {**self.options, "selection-path": str(self.selection), "selection-sha256": self.digest,
+                   "cell-results": str(self.tmp / "cells")}
+        options.pop("testops-endpoint")
+        return run_mode("export", self.tmp, options, self.env, new_uuid=uuid_factory())
+
+    def run(self, mode: str, **options: str) -> Any:
+        from helpers import run_mode
+
+        return run_mode(mode, self.tmp, {**self.options, **options}, {**self.env, "ALLURE_TOKEN": SENTINEL},
+                        clock=self.clock.time, monotonic=self.clock.monotonic, sleep=self.clock.sleep)
+
+    def leaks(self) -> list[str]:
+        """Every file under the temp dir (state, receipts, results) that contains the sentinel token."""
+        found = []
+        for path in self.tmp.rglob("*"):
+            if path.is_file() and SENTINEL.encode() in path.read_bytes():
+                found.append(str(path))
+        return found

@@ -278,7 +278,8 @@ def test_golden_results_and_summary(tmp_path: Path) -> None:
     for key, document in sorted(results_by_key(results_dir).items()):
         check_golden(f"export/{key}-result.json", json.dumps(document, indent=2, sort_keys=True) + "\n")
         attachment = results_dir / document["attachments"][0]["source"]
-        check_golden(f"export/{key}-attachment.json", normalise(attachment.read_text(), tmp_path))
+        check_golden(f"export/{key}-attachment.json",
+                     normalise(json.dumps(json.loads(attachment.read_text()), indent=2, sort_keys=True) + "\n", tmp_path))
     check_golden("export/environment.properties", (results_dir / "environment.properties").read_text())
     check_golden("export/summary.md", normalise(run.summary, tmp_path))
     check_golden("export/receipt.json", normalise(Path(options["results-dir"] + "-receipt.json").read_text(),

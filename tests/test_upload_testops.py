@@ -1,0 +1,195 @@
+"""upload (and verify) against the TestOps test server: the session flow, once-markers, uncertainty,
+the binding to the selection's job run and launch, the evidence bundle, and the request budget."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evidence_support import SENTINEL, TestOpsCampaign, cell, small_contract
+from servers.testops_server import TestOpsServer
+from testops_evidence.evidence.publication import bundle_parts
+from testops_evidence.evidence.receipt import load_receipt
+
+CONTRACT = small_contract(testops=True)
+
+
+@pytest.fixture
+def server() -> Iterator[TestOpsServer]:
+    with TestOpsServer(token=SENTINEL, visible_after_polls=3) as srv:
+        yield srv
+
+
+def mixed_cells(contract=CONTRACT) -> list[dict[str, object]]:
+    return [cell(contract, "get-task-context"),
+            cell(contract, "budget-stop", disposition="behavior_failure", failed=["spend-reported"]),
+            cell(contract, "company-credential-approval")]
+
+
+def clean_log(log: str) -> str:
+    return "\n".join(line for line in log.splitlines() if not line.startswith("::add-mask::"))
+
+
+def test_upload_then_verify_with_results_that_appear_after_several_polls(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    assert campaign.export(mixed_cells()).exit_code == 1
+    upload = campaign.run("upload")
+    assert upload.exit_code == 0, upload.summary
+    launch_id = campaign.launch["id"]
+    assert upload.outputs == {"launch-id": str(launch_id), "launch-url": f"{server.url}/launch/{launch_id}",
+                              "uploaded-count": "3", "published": "true"}
+
+    routes = [(e.method, e.route) for e in server.mutations()]
+    assert routes == [("POST", "/upload/start"), ("POST", "/upload/session"), ("POST", "/upload/test-result"),
+                      ("POST", "/launch/attachment"), ("POST", "/upload/stop")]
+    start = server.requests("POST", "/upload/start")[0].body
+    assert start["jobRun"]["id"] == campaign.jobrun["id"] and start["launch"] == {"id": launch_id}
+    assert start["job"]["uid"] == "acme/agents_agent-evals.yml" and start["jobRun"]["uid"] == str(campaign.env[
+        "GITHUB_RUN_ID"])
+    stored = {r["fullName"]: r for r in server.launch_results(launch_id)}
+    assert {name: (r["status"], r["testCaseId"], r["jobRunId"]) for name, r in stored.items()} == {
+        "agents/protocol/get-task-context": ("passed", 194, campaign.jobrun["id"]),
+        "agents/protocol/budget-stop": ("failed", 201, campaign.jobrun["id"]),
+        "agents/protocol/company-credential-approval": ("passed", 195, campaign.jobrun["id"]),
+    }
+    assert server.jobruns[campaign.jobrun["id"]]["status"] == "failed"
+
+    # The evidence travels as one launch attachment holding every exported attachment document; the server
+    # keeps its digest, which must be the digest of the bundle rebuilt here from the exported files.
+    (bundle,) = server.launch_attachments
+    assert bundle["name"] == f"testops-evidence-agent-protocol-run-{campaign.env['GITHUB_RUN_ID']}.json"
+    receipt = load_receipt(tmp_path / "allure-results-receipt.json")
+    evidence = [(row, (tmp_path / "allure-results" / row["attachment-file"]).read_bytes()) for row in receipt.results]
+    (rebuilt,) = bundle_parts(receipt, evidence)
+    assert bundle["sha256"] == hashlib.sha256(rebuilt).hexdigest()
+    document = json.loads(rebuilt)
+    assert document["receipt"] == receipt.document and document["receipt-sha256"] == receipt.sha256
+    assert [(e["uuid"], e["sha256"], e["document"]) for e in document["evidence"]] == [
+        (row["uuid"], row["attachment-sha256"], json.loads(data)) for row, data in evidence]
+    chunk = server.requests("POST", r"/upload/test-result")[0].body
+    results = {dto["uuid"]: dto for dto in chunk["results"]}
+    for row in receipt.results:
+        params = {p["name"]: p["value"] for p in results[row["uuid"]]["parameters"]}
+        assert params["evidence sha256"] == row["attachment-sha256"]  # a result names its bundle entry
+
+    verify = campaign.run("verify")
+    assert verify.exit_code == 1, verify.summary  # published and verified; one case failed
+    assert verify.outputs == {"verified-count": "3", "all-passed": "false"}
+    polls = server.requests("GET", "/testresult")
+    assert len(polls) == 4  # hidden for three polls, visible on the fourth
+    assert campaign.clock.sleeps == [2.0, 4.0, 8.0]
+    assert not campaign.leaks()
+    for run in (upload, verify):
+        assert SENTINEL not in clean_log(run.log) + run.summary + json.dumps(run.outputs)
+
+
+def test_all_passed_verifies_with_exit_zero(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    assert campaign.export([cell(CONTRACT, c.key) for c in CONTRACT.cases]).exit_code == 0
+    assert campaign.run("upload").exit_code == 0
+    verify = campaign.run("verify")
+    assert (verify.exit_code, verify.outputs["all-passed"]) == (0, "true")
+
+
+def test_a_second_upload_sends_nothing(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    assert campaign.run("upload").exit_code == 0
+    before = len(server.mutations())
+    again = campaign.run("upload")
+    assert again.exit_code == 0 and "Already published" in again.summary
+    assert len(server.mutations()) == before
+
+
+def test_a_dropped_chunk_is_uncertain_and_reconcile_resolves_it(server: TestOpsServer, tmp_path: Path) -> None:
+    server.visible_after_polls = 0
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    server.fail("POST", r"/upload/test-result", "drop")
+    upload = campaign.run("upload")
+    assert (upload.exit_code, upload.outputs["error-code"]) == (4, "testops.uncertain")
+    assert "reconcile" in upload.summary
+    assert len(server.requests("POST", r"/upload/test-result")) == 1  # never re-sent
+    assert len(server.launch_results(campaign.launch["id"])) == 3  # the server had committed it
+    assert "upload-chunk-1" in json.dumps(upload.failure())
+
+    again = campaign.run("upload")
+    assert (again.exit_code, again.outputs["error-code"]) == (3, "upload.already_started")
+    assert len(server.requests("POST", r"/upload/test-result")) == 1
+
+    reconcile = campaign.run("reconcile")
+    assert json.loads(reconcile.outputs["reconciled"]) == ["upload-chunk-1"], reconcile.summary
+
+
+@pytest.mark.parametrize(("route", "status"), [(r"/upload/stop", 502), (r"/upload/session", 504)])
+def test_a_gateway_error_on_a_mutation_is_uncertain(server: TestOpsServer, tmp_path: Path, route: str,
+                                                    status: int) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    server.fail("POST", route, "status", status=status, commit=True)
+    upload = campaign.run("upload")
+    assert (upload.exit_code, upload.outputs["error-code"]) == (4, "testops.uncertain")
+    assert len(server.requests("POST", route)) == 1
+
+
+def test_a_refused_session_sends_no_results(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    server.launches[campaign.launch["id"]]["closed"] = True
+    upload = campaign.run("upload")
+    assert (upload.exit_code, upload.outputs["error-code"]) == (4, "testops.http_409")
+    assert not server.requests("POST", r"/upload/test-result")
+
+
+def test_an_upload_attached_to_another_launch_is_refused(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    other = server.add_launch(CONTRACT.testops.project_id, "someone else's launch")
+    server.jobruns[campaign.jobrun["id"]]["launchId"] = other["id"]
+    upload = campaign.run("upload")
+    assert (upload.exit_code, upload.outputs["error-code"]) == (3, "upload.binding")
+    assert upload.failure()["field"] == "launchId"
+    assert not server.requests("POST", r"/upload/test-result")
+
+
+def test_a_tampered_result_is_refused_before_anything_is_sent(server: TestOpsServer, tmp_path: Path) -> None:
+    campaign = TestOpsCampaign(server, tmp_path, CONTRACT)
+    campaign.export(mixed_cells())
+    victim = next((tmp_path / "allure-results").glob("*-result.json"))
+    victim.write_bytes(victim.read_bytes().replace(b'"failed"', b'"passed"').replace(b'"passed"', b'"passed" '))
+    upload = campaign.run("upload")
+    assert (upload.exit_code, upload.outputs["error-code"]) == (3, "upload.results_invalid")
+    assert not server.mutations()
+
+
+def test_the_upload_budget_at_ten_thousand_results(tmp_path: Path) -> None:
+    """Requests per uploaded result <= 0.02 for 10,000 results (server log), and verify reads them in pages."""
+    contract = small_contract(testops=True, cases=10_000)
+    # fsync of 20,000 result files dominates an export on a disk; tmpfs keeps this test about the requests.
+    shm = Path("/dev/shm")
+    work = Path(tempfile.mkdtemp(dir=shm)) if shm.is_dir() else tmp_path
+    try:
+        with TestOpsServer(token=SENTINEL) as server:
+            campaign = TestOpsCampaign(server, work, contract)
+            campaign.export([cell(contract, c.key) for c in contract.cases[:500]])
+            upload = campaign.run("upload")
+            assert upload.exit_code == 0, upload.summary
+            sent = [e for e in server.log if e.path != "/api/uaa/oauth/token"]
+            assert len(server.launch_results(campaign.launch["id"])) == 10_000
+            assert len(sent) / 10_000 <= 0.02, len(sent)
+            parts = len(server.launch_attachments)
+            assert len(sent) == 3 + math.ceil(10_000 / 100) + parts
+            server.reset_log()
+            verify = campaign.run("verify")
+            assert verify.outputs["verified-count"] == "10000"
+            assert len(server.log) == 10  # one pass over ten pages of 1,000
+    finally:
+        if work != tmp_path:
+            shutil.rmtree(work, ignore_errors=True)
