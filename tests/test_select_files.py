@@ -19,12 +19,12 @@ from test_selection_support import (
     EXAMPLE_CONTRACT,
     EXAMPLE_PLAN,
     HEAD_SHA,
-    REPOSITORY,
     RUN_ID,
-    WORKFLOW,
     big_document,
     example_document,
+    github_with_run,
     plan_json,
+    select_job_env,
     write_contract,
 )
 from testops_evidence.evidence.matrix import JOB_OUTPUT_LIMIT, MAX_MATRIX_JOBS, SELECT_OUTPUT_BUDGET, measure
@@ -35,21 +35,13 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "select"
 
 @pytest.fixture(scope="module")
 def github() -> Iterator[GitHubServer]:
-    with GitHubServer() as server:
-        server.add_repo(REPOSITORY)
-        server.add_run(REPOSITORY, RUN_ID, head_sha=HEAD_SHA, run_number=42, path=WORKFLOW, actor_id=1234567)
+    with github_with_run() as server:
         yield server
 
 
 @pytest.fixture
 def env(github: GitHubServer, tmp_path: Path) -> dict[str, str]:
-    """The select job's environment: the runner's variables for the run, its event file, a GitHub token."""
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(github.event_payload(RUN_ID)), encoding="utf-8")
-    variables = github.runner_env(RUN_ID, event_path=str(event))
-    variables["GITHUB_TOKEN"] = github.token
-    variables["GITHUB_WORKSPACE"] = str(tmp_path)
-    return variables
+    return select_job_env(github, tmp_path)
 
 
 def files_contract(tmp_path: Path, document: dict[str, Any] | None = None) -> Path:
@@ -80,11 +72,13 @@ def matrix(run: PhaseRun, lane: str) -> list[dict[str, Any]]:
 # --- the whole contract ----------------------------------------------------------------------------------
 
 
-def test_the_whole_contract_is_selected_written_once_and_verified_by_a_worker(tmp_path: Path,
-                                                                              env: dict[str, str]) -> None:
+def test_the_whole_contract_is_selected_written_once_and_verified_by_a_worker(tmp_path: Path, env: dict[str, str],
+                                                                              github: GitHubServer) -> None:
     contract = files_contract(tmp_path)
+    github.clear_log()
     run = select(tmp_path, env, contract)
     assert run.exit_code == 0, run.summary
+    assert len(github.requests_to("run")) == 1  # the context came from the REST run object, not env alone
     out = run.outputs
     path = Path(out["selection-path"])
     assert path == tmp_path / "out" / "selection.json"

@@ -17,7 +17,16 @@ import pytest
 from helpers import PhaseRun, run_mode, secret_leaks
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
-from test_selection_support import HEAD_SHA, REPOSITORY, RUN_ID, WORKFLOW, example_document, plan_json, write_contract
+from test_selection_support import (
+    REPOSITORY,
+    RUN_ID,
+    WORKFLOW,
+    example_document,
+    github_with_run,
+    plan_json,
+    select_job_env,
+    write_contract,
+)
 from testops_evidence.contract import contract_from_document
 
 SENTINEL = "sentinel-testops-token-9c2e"
@@ -70,9 +79,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def github() -> Iterator[GitHubServer]:
-    with GitHubServer() as server:
-        server.add_repo(REPOSITORY)
-        server.add_run(REPOSITORY, RUN_ID, head_sha=HEAD_SHA, run_number=42, path=WORKFLOW, actor_id=1234567)
+    with github_with_run() as server:
         yield server
 
 
@@ -80,10 +87,7 @@ def github() -> Iterator[GitHubServer]:
 def world(github: GitHubServer, tmp_path: Path) -> Iterator[World]:
     document = example_document()
     contract = contract_from_document(document)
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(github.event_payload(RUN_ID)), encoding="utf-8")
-    env = github.runner_env(RUN_ID, event_path=str(event))
-    env.update(GITHUB_TOKEN=github.token, GITHUB_WORKSPACE=str(tmp_path), ALLURE_TOKEN=SENTINEL)
+    env = {**select_job_env(github, tmp_path), "ALLURE_TOKEN": SENTINEL}
     with TestOpsServer(token=SENTINEL) as testops:
         seeded = testops.seed_contract(contract, job_url=f"{github.url}/{REPOSITORY}/actions/workflows/agent-evals.yml")
         launch = testops.add_launch(PROJECT, "agent-protocol #42")

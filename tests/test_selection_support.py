@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from servers.github_server import GitHubServer
 from testops_evidence.contract import Contract, contract_from_document, load_contract
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -98,3 +101,21 @@ def without_testops(document: dict[str, Any]) -> dict[str, Any]:
 
 def plan_json(rows: list[dict[str, Any]]) -> str:
     return json.dumps({"version": "1.0", "tests": rows})
+
+
+@contextmanager
+def github_with_run() -> Iterator[GitHubServer]:
+    """The GitHub REST test server holding the example workflow's run (RUN_ID at HEAD_SHA)."""
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_run(REPOSITORY, RUN_ID, head_sha=HEAD_SHA, run_number=42, path=WORKFLOW, actor_id=1234567)
+        yield server
+
+
+def select_job_env(server: GitHubServer, workspace: Path) -> dict[str, str]:
+    """The select job's environment: the runner's variables for the run, its event file, a GitHub token."""
+    event = workspace / "event.json"
+    event.write_text(json.dumps(server.event_payload(RUN_ID)), encoding="utf-8")
+    variables = server.runner_env(RUN_ID, event_path=str(event))
+    variables.update(GITHUB_TOKEN=server.token, GITHUB_WORKSPACE=str(workspace))
+    return variables

@@ -11,6 +11,7 @@ Public API (stable; other phases import it):
 * :func:`build_selection` → ``dict`` (the document, schema-valid)
 * :func:`selection_bytes` → canonical bytes; :func:`write_selection` → path
 * :func:`load_selection` → :class:`Selection`; :func:`validate_against` → ``None`` or a refusal
+* :func:`worker_context` → the live context of a token-less job (env in Actions, rehearsal outside)
 * :func:`check_sha256` validates a digest input
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testops_evidence.context import RunContext, check_same_run
+from testops_evidence.context import RunContext, check_same_run, env_context, rehearsal_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes, write_once
@@ -204,6 +205,16 @@ def load_selection(path: str | os.PathLike[str], expected_sha256: str | None,
     document = parse_json_bytes(data, "the selection")
     validate_document("selection", document, "selection.invalid", "the selection")
     return Selection(document=document, digest=actual, path=os.fspath(path))
+
+
+def worker_context(env: Mapping[str, str], contract: Contract) -> RunContext:
+    """The live context of a job that reads a selection without a token (``verify-selection``, ``export``):
+    the runner's ``GITHUB_*`` variables inside Actions (no network), else the local rehearsal context, made
+    exactly as ``select`` makes it (:func:`context.rehearsal_context`), so a rehearsal binds on the same
+    commit."""
+    if env.get("GITHUB_ACTIONS") == "true":
+        return env_context(env)
+    return rehearsal_context(env, contract.trust.repository, contract.trust.workflows)
 
 
 def validate_against(selection: Selection, contract: Contract, live_context: RunContext) -> None:

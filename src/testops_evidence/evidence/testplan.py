@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testops_evidence.contract import Case, Contract
+# _unique_keys: json.loads would keep the last of two equal keys; a plan must not silently lose a field.
+from testops_evidence.contract import Case, Contract, _unique_keys
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import read_safe_path
 
@@ -69,7 +70,7 @@ def parse_standing_plan(data: bytes) -> tuple[PlanRow, ...]:
     """Parse ``testplan.json`` bytes. Refuses ``selection.standing_plan`` (shape) and
     ``selection.duplicate_case`` (an id or selector listed twice)."""
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:  # also: bad UTF-8, duplicate keys, 4300+ digit numbers
         raise _standing(f"not valid UTF-8 JSON ({type(exc).__name__.lstrip('_')})", "/", "a JSON object",
                         None) from None
@@ -114,20 +115,6 @@ def parse_standing_plan(data: bytes) -> tuple[PlanRow, ...]:
             selectors[selector] = index
         rows.append(PlanRow(plan_id, selector))
     return tuple(rows)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads would keep the last of two equal keys; a plan must not silently lose a field.
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def read_standing_plan(path: str | Path, *, limit: int = STANDING_PLAN_LIMIT) -> tuple[PlanRow, ...]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from testops_evidence import summary
-from testops_evidence.context import RunContext, env_context, local_context
+from testops_evidence.context import RunContext, admit_backend
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence import catalog as catalog_filter
@@ -83,12 +83,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     backend = ctx.backend()
     requested = _requested_cases(ctx, contract)
-    live = live_context(ctx, contract)
+    live = live_context(ctx)
     if backend == "testops":
-        if live.local:
-            raise Refusal("guard.local_context", "a local (rehearsal) run context cannot select from TestOps; "
-                          "use the files backend for a rehearsal", field="context", expected="an Actions run",
-                          actual="local")
         outcome = _select_testops(ctx, contract, live)
     else:
         _refuse_job_run_on_files(ctx)
@@ -134,16 +130,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
 # --- the run context ----------------------------------------------------------------------------------
 
 
-def live_context(ctx: PhaseContext, contract: Contract) -> RunContext:
-    """The context this select step runs in.
+def live_context(ctx: PhaseContext) -> RunContext:
+    """The context this select step runs in: inside Actions the event file and the REST run object,
+    cross-checked (:func:`github_run.live_context`); outside, the local rehearsal context, which
+    :func:`context.admit_backend` keeps away from TestOps (``guard.local_context``)."""
+    from testops_evidence import github_run
 
-    Outside GitHub Actions it is the local rehearsal context (never admitted to TestOps). Inside, it is
-    the context the runner states; the REST-verified context replaces it here once it is available, and
-    this is the one place to switch.
-    """
-    if ctx.env.get("GITHUB_ACTIONS") != "true":
-        return local_context(Path.cwd(), contract.trust.repository, contract.trust.workflows[0])
-    return env_context(ctx.env)
+    context = github_run.live_context(ctx)
+    admit_backend(context, ctx.backend())
+    return context
 
 
 # --- inputs -------------------------------------------------------------------------------------------

@@ -16,26 +16,17 @@ from collections import Counter
 from pathlib import Path
 
 from testops_evidence import summary
-from testops_evidence.context import RunContext, env_context, local_context
-from testops_evidence.contract import Contract
-from testops_evidence.evidence.selection import check_sha256, load_selection, validate_against
+from testops_evidence.evidence.selection import check_sha256, load_selection, validate_against, worker_context
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 DEFAULT_SELECTION_PATH = "testops-evidence-selection.json"
-
-
-def worker_context(ctx: PhaseContext, contract: Contract) -> RunContext:
-    """The worker's live context: the runner's ``GITHUB_*`` variables, or the rehearsal context."""
-    if ctx.env.get("GITHUB_ACTIONS") != "true":
-        return local_context(Path.cwd(), contract.trust.repository, contract.trust.workflows[0])
-    return env_context(ctx.env)
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
     expected = check_sha256(ctx.settings.string("selection-sha256"))
     path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)
     contract = ctx.contract()
-    live = worker_context(ctx, contract)
+    live = worker_context(ctx.env, contract)
     selection = load_selection(path, expected)
     validate_against(selection, contract, live)
 
