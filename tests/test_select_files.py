@@ -313,3 +313,13 @@ def test_the_example_contract_file_itself_selects(tmp_path: Path, env: dict[str,
     run = run_mode("select", tmp_path, {"contract": str(EXAMPLE_CONTRACT), "backend": "files",
                                         "selection-path": str(tmp_path / "s.json")}, env)
     assert run.exit_code == 0 and run.outputs["selected-count"] == "12"
+
+
+def test_shards_longer_than_a_hosted_job_may_run_are_flagged(tmp_path: Path, env: dict[str, str]) -> None:
+    document = big_document(300, external_every=10**9)
+    for case in document["cases"]:
+        case["timeout-minutes"] = 200  # two cases per shard: 400 minutes, over GitHub-hosted's 360
+    run = select(tmp_path, env, write_contract(tmp_path, document))
+    assert run.exit_code == 0
+    assert {row["timeout-minutes"] for row in matrix(run, "native")} == {400}
+    assert "> [!WARNING]\n> 150 shard(s) of this lane add up to more than 360 minutes" in run.summary

@@ -339,3 +339,16 @@ def test_a_manual_job_run_env_must_agree_with_the_inputs(world: World) -> None:
     foreign = world.tmp / "foreign.env"
     foreign.write_text(f"ALLURE_PROJECT_ID=99\nALLURE_JOB_RUN_ID={world.job_run_id}\nALLURE_LAUNCH_ID=5\n")
     refused(world.select({"job-run-env": str(foreign)}), "selection.job_run_env", "ALLURE_PROJECT_ID", exit_code=2)
+
+
+def test_cases_narrow_a_launched_job_runs_plan_explicitly(world: World) -> None:
+    run = world.launched(INPUT_CASES="budget-stop, hire-agent-approval")
+    assert run.exit_code == 0, run.summary
+    document = json.loads(Path(run.outputs["selection-path"]).read_bytes())
+    assert document["source"] == "cases" and document["testops"]["job-run-id"] == world.job_run_id
+    assert [row["key"] for row in document["cases"]] == ["budget-stop", "hire-agent-approval"]
+    assert "explicitly narrows these 12 to 2" in run.summary
+    world.plan_rows([{"id": 201, "selector": "agents/protocol/budget-stop"}])
+    run = world.select({"job-run-id": str(world.job_run_id), "cases": "hire-agent-approval",
+                        "selection-path": str(world.tmp / "second.json"), "state-dir": str(world.tmp / "s2")})
+    refused(run, "selection.not_planned", "cases")

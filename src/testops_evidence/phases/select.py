@@ -474,12 +474,12 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
     parts: list[str] = [f"**Why these cases:** {outcome.why}.\n"]
     if outcome.testops is not None:
         t = outcome.testops
-        parts.append("### TestOps bindings\n")
+        parts.append("\n### TestOps bindings\n\n")
         links = [("job run", summary.link(f"#{t.job_run_id}", t.job_run_url)),
                  ("launch", summary.link(f"#{t.launch_id}", t.launch_url))]
-        parts.append(" · ".join(f"{name} {text}" for name, text in links) + "\n")
+        parts.append(" · ".join(f"{name} {text}" for name, text in links) + "\n\n")
         parts.append(summary.table(("object", "checked", "value"), outcome.bindings))
-    parts.append("\n### Lanes\n")
+    parts.append("\n### Lanes\n\n")
     parts.append(summary.table(
         ("lane", "cases", "jobs", "form", "max-parallel"),
         [(name, plan.lane(name).case_count, plan.lane(name).jobs,
@@ -489,7 +489,7 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         lane = plan.lane(name)
         if lane.case_count == 0:
             continue
-        parts.append(f"\n### {name.capitalize()} lane: {lane.case_count} case(s) in {lane.jobs} job(s)\n")
+        parts.append(f"\n### {name.capitalize()} lane: {lane.case_count} case(s) in {lane.jobs} job(s)\n\n")
         members = [case for case in outcome.cases if case.lane == name]
         parts.append(summary.table(("key", "TestOps id", "title", "timeout", "credentials"),
                                    [(c.key, c.testops_id, c.title, f"{c.timeout_minutes} min",
@@ -506,7 +506,7 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         more = f" and {len(left_out) - 50} more" if len(left_out) > 50 else ""
         parts.append(f"\n**Not selected ({len(left_out)}):** {shown}{more}.\n")
     total = sum(size.budgeted for size in sizes)
-    parts.append("\n### Files and outputs\n")
+    parts.append("\n### Files and outputs\n\n")
     rows: list[Sequence[Any]] = [("selection", f"`{path}`", f"`{digest}`")]
     if catalog_target is not None:
         rows.append(("filtered catalog", f"`{catalog_target}`", "keeps only the selected cases"))
