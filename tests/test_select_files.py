@@ -323,3 +323,20 @@ def test_shards_longer_than_a_hosted_job_may_run_are_flagged(tmp_path: Path, env
     assert run.exit_code == 0
     assert {row["timeout-minutes"] for row in matrix(run, "native")} == {400}
     assert "> [!WARNING]\n> 150 shard(s) of this lane add up to more than 360 minutes" in run.summary
+
+
+def test_an_existing_catalog_copy_is_refused_before_the_selection_is_written(tmp_path: Path,
+                                                                             env: dict[str, str]) -> None:
+    source = tmp_path / "catalog.json"
+    source.write_text(json.dumps([{"key": "budget-stop"}]))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "selection.catalog.json").write_text("{}")
+    run = select(tmp_path, env, files_contract(tmp_path), cases="budget-stop", catalog=str(source))
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "io.exists")
+    assert not (tmp_path / "out" / "selection.json").exists()
+
+
+def test_the_testops_backend_without_a_testops_section_is_not_configured(tmp_path: Path,
+                                                                         env: dict[str, str]) -> None:
+    run = select(tmp_path, env, files_contract(tmp_path), backend="testops", **{"job-run-id": "5"})
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "testops.not_configured")

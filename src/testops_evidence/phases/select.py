@@ -6,7 +6,7 @@ Backends:
   its plan is ``GET /jobrun/{id}/plan?expected=true``) or, in a manual run, from ``job-run-env`` (the
   output of ``allurectl job-run env``) plus the contract's ``testops.standing-plan`` policy. Job run,
   job, launch and plan must all bind to this run, workflow, project, plan and contract
-  (:mod:`testops_evidence.evidence.bindings`-style checks below, one code each).
+  (:func:`bind_job_run`, one refusal code per object).
 * ``files`` — the whole contract, a standing ``testplan.json``, or a ``cases`` list.
 
 ``cases`` may narrow any of these explicitly (splitting a campaign into several selections of the same
@@ -19,6 +19,7 @@ receipt in the state directory.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                                                   [case.key for case in outcome.cases])
         ctx.runtime.log(f"selection: {len(data):,} bytes, sha256 {digest}")
 
+    for target in (path, catalog_target):
+        # write_once refuses an existing file anyway; checking both first means a second select never
+        # leaves a new selection behind without its catalog copy and receipt.
+        if target is not None and os.path.lexists(target):
+            raise Refusal("io.exists", f"{target} already exists; select writes its files once", field="path",
+                          expected="no existing file", actual=str(target))
     write_selection(path, data)
     if catalog_target is not None and catalog_bytes is not None:
         catalog_filter.write_filtered_catalog(catalog_target, catalog_bytes)
@@ -229,7 +236,9 @@ def _select_testops(ctx: PhaseContext, contract: Contract, live: RunContext) -> 
     from testops_evidence.testops.client import TestOpsClient
 
     config = contract.testops
-    assert config is not None  # ctx.backend() is "testops" only with a testops section
+    if config is None:  # `backend: testops` chosen explicitly for a contract without a testops section
+        raise Refusal("testops.not_configured", "the TestOps backend needs the contract's `testops` section",
+                      field="/testops", expected="a testops section", actual=None)
     explicit, from_env = job_run_ids(ctx)
     env_path = ctx.settings.path("job-run-env")
     plan_path = ctx.settings.path("standing-plan")
@@ -449,6 +458,7 @@ def _receipt(contract: Contract, backend: str, outcome: Outcome, path: Path, dig
         "selection-path": str(path),
         "selection-sha256": digest,
         "selected-count": len(outcome.cases),
+        "planned-rows": outcome.planned,
         "keys": [case.key for case in outcome.cases],
         "testops": outcome.testops.to_json() if outcome.testops else None,
         "lanes": {
