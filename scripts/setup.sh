@@ -6,20 +6,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+pip_install() {
+  # Some machines' pip config names local mirror folders that do not exist; pip then warns once per
+  # package. Those lines are noise; every other line of pip's output is kept.
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "^WARNING: Location 'file:///.*' is ignored" || true; }
+  return "${PIPESTATUS[0]}"
+}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.locks-$(cat requirements/runtime.txt requirements/dev.txt | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/runtime.txt
+  pip_install --require-hashes -r requirements/runtime.txt
   if [ "${TESTOPS_EVIDENCE_RUNTIME_ONLY:-}" != "1" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.txt
+    pip_install --require-hashes -r requirements/dev.txt
   fi
   touch "$stamp"
 fi
 if ! .venv/bin/python -c 'import testops_evidence' 2>/dev/null; then
   if .venv/bin/python -c 'import setuptools, wheel' 2>/dev/null; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+    pip_install --no-deps --no-build-isolation -e .
   else
     # runtime-only setups have no build backend: a .pth file puts src/ on the path instead
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
