@@ -25,6 +25,7 @@ _DESCRIPTIONS = {
     "reconcile": "resolve uncertain mutations by observation",
     "check": "validate a contract and print a summary of it",
     "rehearse": "run the whole campaign locally on the files backend",
+    "cell": "worker: write one cell result from JUnit XML or allure-results (adapter rules in docs/evidence.md)",
 }
 
 
@@ -50,7 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--workdir", help="where the rehearsal writes (default: ./rehearsal)")
             cmd.add_argument("--examples", help="the examples directory (default: ./examples)")
             cmd.add_argument("--report", choices=("auto", "always", "never"), default="auto",
-                             help="generate an Allure Report with `npx allure` (auto: when available)")
+                             help="generate an Allure Report (Allure 3 from .tools/allure, `allure` on PATH or "
+                                  "an installed `npx allure`; auto: when available)")
+        if command == "cell":
+            cmd.add_argument("--case", help="the contract case key the reports measured")
+            cmd.add_argument("--junit", help="a JUnit XML file, or a directory of them")
+            cmd.add_argument("--allure-results", dest="allure_results", help="an allure-results directory")
+            cmd.add_argument("--out", help="the cell result file to write (once; never overwritten)")
+            cmd.add_argument("--source-sha", dest="source_sha",
+                             help="the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)")
+            cmd.add_argument("--attempt-id", dest="attempt_id",
+                             help="the attempt id (default: derived from the reports' digests)")
     return parser
 
 

@@ -106,6 +106,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("verify.missing", _R, "a receipt row did not appear in TestOps before the deadline"),
         _spec("verify.duplicate", _I, "a receipt row appears more than once in TestOps"),
         _spec("verify.mismatch", _I, "a published result differs from its receipt row"),
+        _spec("rehearse.harness", _U, "the example harness of the rehearsal could not run"),
+        _spec("rehearse.report", _U, "the rehearsal could not generate the Allure Report"),
+        _spec("rehearse.inconsistent", _I, "the rehearsal's phases (or Allure Report) disagree on the counts"),
         # --- bootstrap / launch / reconcile --------------------------------------------------------
         _spec("bootstrap.case_conflict", _I, "a TestOps test case conflicts with the contract (same id, other name, ...)"),
         _spec("bootstrap.plan_conflict", _I, "the TestOps test plan conflicts with the contract"),

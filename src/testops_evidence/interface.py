@@ -20,8 +20,9 @@ MODES: tuple[str, ...] = (
     "import",
     "reconcile",
 )
-# Extra CLI-only commands (not action modes): validate a contract, and the local rehearsal.
-COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse")
+# Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
+# helper that writes a cell result from JUnit XML / allure-results.
+COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell")
 
 ALL = "*"
 
@@ -161,7 +162,7 @@ OUTPUTS_BY_NAME: dict[str, OutputSpec] = {spec.name: spec for spec in OUTPUTS}
 
 # Phases that may hold the TestOps token, and those that must not even see the variable.
 TOKEN_PHASES = frozenset({"bootstrap", "launch", "select", "upload", "verify", "reconcile"})
-WORKER_PHASES = frozenset({"verify-selection", "export"})
+WORKER_PHASES = frozenset({"verify-selection", "export", "cell"})
 TOKEN_VARIABLES = ("ALLURE_TOKEN", "TESTOPS_TOKEN")
 
 

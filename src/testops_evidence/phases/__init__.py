@@ -20,4 +20,5 @@ PHASE_MODULES: dict[str, str] = {
     "reconcile": "reconcile",
     "check": "check",
     "rehearse": "rehearse",
+    "cell": "cell",
 }

@@ -80,9 +80,10 @@ def map_check(outcome: Outcome, check_ids: Iterable[str]) -> str | None:
     return candidate if candidate in ids else None
 
 
-def attempt_id_for(input_digests: Sequence[tuple[str, str]]) -> str:
-    """A stable attempt id for adapted reports: the same reports give the same id."""
-    digest = hashlib.sha256()
+def attempt_id_for(case_key: str, input_digests: Sequence[tuple[str, str]]) -> str:
+    """A stable attempt id for adapted reports: the same case and reports give the same id (one report may
+    hold several cases, so the case key is part of it)."""
+    digest = hashlib.sha256(f"{case_key}\n".encode())
     for name, sha in sorted(input_digests):
         digest.update(f"{name}\0{sha}\n".encode())
     return "adapted-" + digest.hexdigest()[:32]
@@ -161,7 +162,7 @@ def build_cell(
     return {
         "schema": CELL_SCHEMA,
         "case": case.key,
-        "attempt-id": attempt_id or attempt_id_for(inputs),
+        "attempt-id": attempt_id or attempt_id_for(case.key, inputs),
         "disposition": disposition,
         "started-at": format_time(datetime.fromtimestamp(start_ms / 1000, UTC)),
         "finished-at": format_time(datetime.fromtimestamp(stop_ms / 1000, UTC)),

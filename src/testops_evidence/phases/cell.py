@@ -1,0 +1,121 @@
+"""``testops-evidence cell`` (CLI, worker side): write one cell result from a harness's reports.
+
+::
+
+    testops-evidence cell --case get-task-context --junit report.xml --out cell-results/get-task-context.json
+    testops-evidence cell --case get-task-context --allure-results allure-results --out cell-results/x.json
+
+The reports are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is
+bound to the commit the worker evaluated (``--source-sha``, else ``GITHUB_SHA`` in Actions, else
+``git rev-parse HEAD``) and to the profile of the selection (``--selection-path``, else the contract's).
+The file is written once (never overwritten). Like ``export``, it refuses to run next to a TestOps token.
+Exit 0 when the cell is written, whatever its disposition: export decides what it means.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from testops_evidence import summary
+from testops_evidence.errors import Refusal, input_error
+from testops_evidence.evidence.adapters import Outcome, build_cell
+from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
+from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
+from testops_evidence.evidence.cells import adapted_cell
+from testops_evidence.evidence.selection import SELECTION_LIMIT, read_document_bytes
+from testops_evidence.evidence.tree import list_dir
+from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes, write_once
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def _option(ctx: PhaseContext, name: str) -> str | None:
+    value = ctx.settings.extras.get(name)
+    return value.strip() if value and value.strip() else None
+
+
+def _source_sha(ctx: PhaseContext) -> str:
+    sha = _option(ctx, "source-sha") or (ctx.env.get("GITHUB_SHA") if ctx.env.get("GITHUB_ACTIONS") == "true"
+                                         else None)
+    if sha is None:
+        try:
+            done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
+                                  timeout=10)
+            sha = done.stdout.strip() if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            sha = None
+    if sha is None or not SHA_RE.match(sha):
+        raise input_error("source-sha", "the evaluated commit is unknown: pass --source-sha (40 lowercase hex)",
+                          expected="40 lowercase hex", actual=sha)
+    return sha
+
+
+def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], list[tuple[str, str]]]:
+    outcomes: list[Outcome] = []
+    inputs: list[tuple[str, str]] = []
+    if junit is not None:
+        path = Path(junit)
+        if path.is_dir():
+            files = [(path, e.name) for e in list_dir(path) if not e.is_dir and e.name.endswith(".xml")]
+        else:
+            files = [(path.parent, path.name)]
+        for root, name in files:
+            data = read_safe(root, name, limit=JUNIT_LIMIT)
+            inputs.append((name, sha256_bytes(data)))
+            outcomes += parse_junit(data, name)
+    if allure_dir is not None:
+        root = Path(allure_dir)
+        found = []
+        for entry in list_dir(root):
+            if not entry.is_dir and entry.name.endswith("-result.json"):
+                data = read_safe(root, entry.name, limit=RESULT_LIMIT)
+                inputs.append((f"allure-results/{entry.name}", sha256_bytes(data)))
+                found.append((entry.name, data))
+        outcomes += parse_results(found)
+    return outcomes, inputs
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    key = _option(ctx, "case")
+    out = _option(ctx, "out")
+    junit, allure_dir = _option(ctx, "junit"), _option(ctx, "allure-results")
+    if key is None or out is None:
+        raise input_error("case" if key is None else "out", "cell needs --case KEY and --out FILE")
+    if junit is None and allure_dir is None:
+        raise input_error("junit", "cell needs a report: --junit FILE|DIR and/or --allure-results DIR")
+    attempt = _option(ctx, "attempt-id")
+    if attempt is not None and not ATTEMPT_RE.match(attempt):
+        raise input_error("attempt-id", "the attempt id must be a safe name", expected="[A-Za-z0-9._-], 1-200",
+                          actual=attempt)
+    contract = ctx.contract()
+    case = contract.case(key)
+    profile = dict(contract.profile)
+    selection_path = ctx.settings.path("selection-path")
+    if selection_path is not None and (ctx.settings.sources.get("selection-path") != "default"
+                                       or selection_path.exists()):
+        selection = parse_json_bytes(read_document_bytes(selection_path, SELECTION_LIMIT), "the selection")
+        if isinstance(selection, dict) and isinstance(selection.get("profile"), dict):
+            profile = selection["profile"]
+    outcomes, inputs = _reports(junit, allure_dir)
+    if not inputs:
+        raise Refusal("export.adapter", "no report was found (no *.xml, no *-result.json)", field="reports",
+                      expected="JUnit XML or allure-results", actual=[junit, allure_dir])
+    origin = "+".join(kind for kind, given in (("junit", junit), ("allure-results", allure_dir)) if given)
+    document = build_cell(case, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
+                          fallback_time=ctx.clock(), attempt_id=attempt, origin=origin)
+    run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
+    if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
+        document["run-attempt"] = int(run_attempt)
+    cell = adapted_cell(document, out, inputs, origin)
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_once(target, canonical_json(document), mode=0o644)  # not secret; uploaded by another step
+    checks = [(summary.status_icon("passed" if c["passed"] else "failed"), c["id"], case.checks[c["id"]],
+               c.get("message") or "") for c in document["checks"]]
+    headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of `{key}` to `{out}`: "
+                f"{cell.disposition.replace('_', ' ')} ({len(inputs)} report file(s)).")
+    return PhaseResult(headline=headline, summary=summary.table(("", "check", "kind", "note"), checks))

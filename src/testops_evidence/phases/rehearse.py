@@ -1,0 +1,338 @@
+"""``testops-evidence rehearse``: the whole campaign on one machine, on the files backend.
+
+guard (``local``) → select → the example harness (a real pytest run) and ``cell`` per case → export →
+upload → verify → Allure Report. Every phase is a real phase run (``runner.run_phase``) with its own
+runtime; its step summary is written to ``summaries/`` and printed. Everything stays in a fresh
+directory ``<workdir>/<UTC timestamp>/``: the selection, cell results, ``allure-results/`` and its
+receipt, the state directory (receipts, the published copy), logs, and ``allure-report/``.
+
+The examples include a failing and a broken case on purpose, so export and verify exit 1 ("recorded,
+not all passed"). The rehearsal itself exits 0 when every phase behaved as designed: no refusal, and
+the counts agree from export to verify to Allure Report. A refusal stops it with that phase's exit code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from testops_evidence import summary
+from testops_evidence.actions import Runtime
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.interface import TOKEN_VARIABLES
+from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
+
+# Variables that would make a phase believe it runs in GitHub Actions, or hand it a credential.
+_STRIPPED_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "ALLURE_")
+_STRIPPED = (*TOKEN_VARIABLES, "GH_TOKEN", "CI")
+ALLURE_TOOL = Path(".tools") / "allure" / "node_modules" / ".bin" / "allure"
+
+
+@dataclass
+class Step:
+    mode: str
+    exit_code: int
+    outputs: dict[str, str]
+    summary: str
+    summary_path: Path
+    headline: str = ""
+    allowed: tuple[int, ...] = (EXIT_OK,)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in self.allowed
+
+
+@dataclass
+class Rehearsal:
+    ctx: PhaseContext
+    run_dir: Path
+    env: dict[str, str]
+    steps: list[Step] = field(default_factory=list)
+
+    def phase(self, mode: str, options: Mapping[str, Any], *, allowed: tuple[int, ...] = (EXIT_OK,),
+              quiet: bool = False, name: str | None = None) -> Step:
+        """Run one phase for real; ``quiet`` steps (one per cell) print their headline only."""
+        if quiet:
+            (self.run_dir / "summaries" / "cells").mkdir(exist_ok=True)
+            label = f"cells/{name or mode}"
+        else:
+            label = f"{sum(1 for s in self.steps if s.summary_path.parent.name == 'summaries') + 1:02d}-{mode}"
+        summary_path = self.run_dir / "summaries" / f"{label}.md"
+        log_path = self.run_dir / "logs" / f"{label.replace('/', '-')}.log"
+        ctx = self.ctx
+
+        def factory(**kwargs: Any) -> PhaseContext:
+            return PhaseContext(**kwargs, clock=ctx.clock, monotonic=ctx.monotonic, sleep=ctx.sleep,
+                                new_uuid=ctx.new_uuid)
+
+        with log_path.open("w", encoding="utf-8") as log:
+            runtime = Runtime(self.env, stdout=log, summary_file=str(summary_path))
+            code = run_phase(mode, dict(options), self.env, runtime, context_factory=factory)
+        text = summary_path.read_text(encoding="utf-8") if summary_path.exists() else ""
+        headline = next((line for line in text.splitlines()[1:] if line.strip()), "")
+        step = Step(mode, code, dict(runtime.outputs), text, summary_path, headline, allowed)
+        self.steps.append(step)
+        if quiet:
+            ctx.runtime.log(f"   {mode}: exit {code} — {headline}")
+        else:
+            ctx.runtime.log(f"\n━━━ {label} (exit {code}) ━━━  {summary_path}\n\n{text}")
+        return step
+
+
+def _clean_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    kept, dropped = {}, []
+    for key, value in env.items():
+        if key.startswith(_STRIPPED_PREFIXES) or key in _STRIPPED:
+            dropped.append(key)
+        else:
+            kept[key] = value
+    return kept, sorted(dropped)
+
+
+def _fresh_dir(workdir: Path, now: float) -> Path:
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 1000):
+        candidate = workdir / (stamp if attempt == 1 else f"{stamp}-{attempt}")
+        try:
+            candidate.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        for sub in ("summaries", "logs", "harness"):
+            (candidate / sub).mkdir()
+        return candidate
+    raise Refusal("io.exists", f"no fresh rehearsal directory under {workdir}", field="workdir",
+                  expected="a new directory", actual=str(workdir))
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    extras = ctx.settings.extras
+    examples = Path(extras.get("examples") or "examples").resolve()
+    contract_path = (ctx.settings.path("contract") if ctx.settings.sources.get("contract") not in (None, "default")
+                     else examples / "contract.yml")
+    assert contract_path is not None
+    contract_path = contract_path.resolve()
+    report_mode = extras.get("report") or "auto"
+    env, dropped = _clean_env(ctx.env)
+    run_dir = _fresh_dir(Path(extras.get("workdir") or "rehearsal").resolve(), ctx.clock())
+    ctx.runtime.log(f"Rehearsing {contract_path} on the files backend in {run_dir}")
+    if dropped:
+        ctx.runtime.log(f"(ignored for the rehearsal: {', '.join(dropped)})")
+    rehearsal = Rehearsal(ctx, run_dir, env)
+    common = {"contract": str(contract_path), "backend": "files", "state-dir": str(run_dir / "state")}
+    selection_path = run_dir / "selection.json"
+    results_dir = run_dir / "allure-results"
+
+    guard = rehearsal.phase("guard", {**common, "local": "true"})
+    if not guard.ok:
+        return _stopped(rehearsal, guard)
+    select = rehearsal.phase("select", {**common, "selection-path": str(selection_path)})
+    if not select.ok:
+        return _stopped(rehearsal, select)
+    cells = _cells(rehearsal, examples, contract_path, selection_path, guard.outputs.get("target-sha", ""))
+    if cells is not None:
+        return _stopped(rehearsal, cells)
+    export = rehearsal.phase("export", {**common, "selection-path": str(selection_path),
+                                        "selection-sha256": select.outputs.get("selection-sha256", ""),
+                                        "cell-results": str(run_dir / "cell-results"),
+                                        "results-dir": str(results_dir)}, allowed=(EXIT_OK, EXIT_CASES_FAILED))
+    if not export.ok:
+        return _stopped(rehearsal, export)
+    upload = rehearsal.phase("upload", {**common, "results-dir": str(results_dir)})
+    if not upload.ok:
+        return _stopped(rehearsal, upload)
+    verify = rehearsal.phase("verify", {**common, "results-dir": str(results_dir)},
+                             allowed=(EXIT_OK, EXIT_CASES_FAILED))
+    if not verify.ok:
+        return _stopped(rehearsal, verify)
+
+    counts = {s: int(export.outputs.get(f"{s}-count", "0")) for s in ("passed", "failed", "broken")}
+    total = sum(counts.values())
+    _agree("verified-count", total, int(verify.outputs.get("verified-count", "-1")))
+    _agree("all-passed", export.outputs.get("all-passed"), verify.outputs.get("all-passed"))
+    _agree("uploaded-count", total, int(upload.outputs.get("uploaded-count", "-1")))
+    published = run_dir / "state" / "published" / results_dir.name
+    report = _report(ctx, report_mode, published, run_dir, {"total": total, **counts})
+    return _finished(rehearsal, contract_path, counts, report, published, results_dir)
+
+
+def _agree(what: str, expected: Any, actual: Any) -> None:
+    if expected != actual:
+        raise Refusal("rehearse.inconsistent", f"the phases disagree on {what}", field=what, expected=expected,
+                      actual=actual)
+
+
+# --- cells: the example harness, the cell command, shipped reports ---------------------------------------------
+
+
+def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_path: Path,
+           source_sha: str) -> Step | None:
+    """Write the cell results the workers would have uploaded; a failed ``cell`` step is returned."""
+    from testops_evidence.contract import load_contract
+
+    ctx, run_dir = rehearsal.ctx, rehearsal.run_dir
+    contract = load_contract(contract_path)
+    selection = json.loads(selection_path.read_text(encoding="utf-8"))
+    selected = [contract.case(row["key"]) for row in selection["cases"]]
+    cell_dir = run_dir / "cell-results"
+    cell_dir.mkdir()
+    shipped = examples / "cell-results"
+    shipped_keys = {p.name for p in shipped.iterdir() if p.is_dir()} if shipped.is_dir() else set()
+    for case in selected:
+        if case.key in shipped_keys:  # reports of the external lane, adapted by export itself
+            shutil.copytree(shipped / case.key, cell_dir / case.key, symlinks=False)
+    harness_cases = [c for c in selected if c.key not in shipped_keys and c.lane == "native"]
+    ctx.runtime.log(f"\n━━━ cells: the example harness runs {len(harness_cases)} native case(s); "
+                    f"{len(shipped_keys & {c.key for c in selected})} case(s) use shipped reports; the rest are "
+                    "not recorded ━━━")
+    if not harness_cases:
+        return None
+    junit = _run_harness(ctx, examples / "harness", run_dir / "harness",
+                         {c.key: list(c.checks) for c in harness_cases}, rehearsal.env)
+    for case in harness_cases:
+        step = rehearsal.phase("cell", {"contract": str(contract_path), "case": case.key, "junit": str(junit),
+                                        "out": str(cell_dir / f"{case.key}.json"),
+                                        "selection-path": str(selection_path), "source-sha": source_sha},
+                               quiet=True, name=case.key)
+        if not step.ok:
+            return step
+    return None
+
+
+def _run_harness(ctx: PhaseContext, harness: Path, work: Path, plan: dict[str, list[str]],
+                 env: Mapping[str, str]) -> Path:
+    """Run the example harness with pytest (JUnit XML out); without pytest, use its shipped report."""
+    shipped = harness / "reports" / "junit.xml"
+    if importlib.util.find_spec("pytest") is None:
+        if not shipped.exists():
+            raise Refusal("rehearse.harness", "pytest is not installed and no shipped harness report exists",
+                          field="pytest", expected="installed (bash scripts/setup.sh)", actual="missing")
+        ctx.runtime.log(f"   pytest is not installed (runtime-only setup): using the shipped report {shipped}")
+        return shipped
+    plan_path = work / "plan.json"
+    plan_path.write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    junit = work / "junit.xml"
+    command = [sys.executable, "-m", "pytest", "-c", str(harness / "pytest.ini"), "--rootdir", str(harness),
+               str(harness), "-q", f"--junitxml={junit}"]
+    if importlib.util.find_spec("allure_pytest") is not None:
+        command.append(f"--alluredir={work / 'allure-results'}")
+    harness_env = {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+    harness_env.update({"HARNESS_PLAN": str(plan_path), "PYTHONDONTWRITEBYTECODE": "1"})
+    done = subprocess.run(command, cwd=work, env=harness_env, capture_output=True, text=True, check=False)
+    (work / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    ctx.runtime.log(f"   pytest {harness}: exit {done.returncode} — {last}")
+    # pytest exits 1 when tests failed: the example harness fails and breaks cases on purpose.
+    if done.returncode not in (0, 1) or not junit.exists():
+        raise Refusal("rehearse.harness", f"the example harness did not run (pytest exit {done.returncode}); see "
+                      f"{work / 'pytest.log'}", field="pytest", expected="exit 0 or 1 and a JUnit report",
+                      actual=done.returncode)
+    return junit
+
+
+# --- the report and the summary --------------------------------------------------------------------------------
+
+
+def _allure_command(cwd: Path) -> list[str] | None:
+    """Allure Report: the copy scripts/setup.sh installs, an ``allure`` on PATH, or one ``npx`` already has
+    (``--no``: npx must never download it here)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        candidate = root / ALLURE_TOOL
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return [str(candidate)]
+    found = shutil.which("allure")
+    if found:
+        return [found]
+    npx = shutil.which("npx")
+    if npx:
+        probe = subprocess.run([npx, "--no", "--", "allure", "--version"], cwd=cwd, capture_output=True, text=True,
+                               check=False)
+        if probe.returncode == 0:
+            return [npx, "--no", "--", "allure"]
+    return None
+
+
+def _report(ctx: PhaseContext, mode: str, published: Path, run_dir: Path, counts: dict[str, int]) -> str:
+    """Generate the Allure Report from the published results; its statistics must equal the receipt's."""
+    if mode == "never":
+        return "not generated (`--report never`)"
+    empty = run_dir / ".allure-cwd"  # an empty cwd, so no allurerc.* of the user's is picked up
+    empty.mkdir()
+    command = _allure_command(empty)
+    if command is None:
+        empty.rmdir()
+        if mode == "always":
+            raise Refusal("rehearse.report", "Allure Report is not installed", field="allure",
+                          expected=str(ALLURE_TOOL), actual="missing", hint="Run `bash scripts/setup.sh` (needs npm).")
+        return "not generated: Allure Report is not installed (`bash scripts/setup.sh` installs it with npm)"
+    out = run_dir / "allure-report"
+    done = subprocess.run([*command, "generate", str(published), "-o", str(out)], cwd=empty, capture_output=True,
+                          text=True, check=False)
+    (run_dir / "logs" / "allure-report.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    shutil.rmtree(empty, ignore_errors=True)
+    # Allure 3 writes summary.json -> stats; an Allure 2 `allure` on PATH writes widgets/summary.json -> statistic.
+    stats_file, key = out / "summary.json", "stats"
+    if not stats_file.exists() and (out / "widgets" / "summary.json").exists():
+        stats_file, key = out / "widgets" / "summary.json", "statistic"
+    if done.returncode != 0 or not stats_file.exists():
+        raise Refusal("rehearse.report", f"Allure Report failed (exit {done.returncode}); see "
+                      f"{run_dir / 'logs' / 'allure-report.log'}", field="allure", expected="exit 0",
+                      actual=done.returncode)
+    stats = json.loads(stats_file.read_text(encoding="utf-8")).get(key, {})
+    shown = {key: int(stats.get(key, 0)) for key in counts}  # Allure 3 leaves out zero counts
+    _agree("Allure Report statistics", counts, shown)
+    ctx.runtime.log(f"\n━━━ Allure Report ━━━  {out / 'index.html'}: {shown} — equal to the receipt")
+    return f"`{out / 'index.html'}` (statistics equal to the receipt)"
+
+
+def _stopped(rehearsal: Rehearsal, step: Step) -> PhaseResult:
+    return PhaseResult(
+        headline=f"⛔ The rehearsal stopped at `{step.mode}` (exit {step.exit_code}): it did not behave as designed.",
+        summary=_steps_table(rehearsal) + f"\nThe refusal is in `{step.summary_path}`.\n",
+        exit_code=step.exit_code if step.exit_code != EXIT_OK else EXIT_CASES_FAILED)
+
+
+def _steps_table(rehearsal: Rehearsal) -> str:
+    meaning = {EXIT_OK: "done", EXIT_CASES_FAILED: "done; some cases did not pass (as designed)"}
+    main = [step for step in rehearsal.steps if step.mode != "cell"]
+    rows: list[tuple[Any, ...]] = [
+        (index, step.mode, step.exit_code,
+         meaning.get(step.exit_code, "refused") if step.ok else "⛔ not as designed", step.headline,
+         f"`{step.summary_path.name}`")
+        for index, step in enumerate(main, start=1)]
+    cells = [s for s in rehearsal.steps if s.mode == "cell"]
+    if cells:
+        rows.append(("", "cell", "0" if all(s.ok for s in cells) else "⛔", "one per harness case",
+                     f"{len(cells)} cell result(s) written", "`cells/`"))
+    return summary.table(("#", "step", "exit", "meaning", "headline", "summary"), rows)
+
+
+def _finished(rehearsal: Rehearsal, contract_path: Path, counts: dict[str, int], report: str, published: Path,
+              results_dir: Path) -> PhaseResult:
+    run_dir = rehearsal.run_dir
+    total = sum(counts.values())
+    shown = ", ".join(f"{summary.status_icon(s)} {n} {s}" for s, n in counts.items() if n)
+    where = summary.table(("", ""), [
+        ("rehearsal directory", f"`{run_dir}`"),
+        ("selection", f"`{run_dir / 'selection.json'}`"),
+        ("cell results", f"`{run_dir / 'cell-results'}`"),
+        ("allure-results (export)", f"`{results_dir}`"),
+        ("export receipt", f"`{results_dir}-receipt.json`"),
+        ("published (files backend)", f"`{published}`"),
+        ("state (receipts, once-markers)", f"`{run_dir / 'state'}`"),
+        ("step summaries", f"`{run_dir / 'summaries'}`"),
+        ("Allure Report", report),
+    ])
+    headline = (f"✅ The rehearsal of `{contract_path.name}` behaved as designed: {total} cases ({shown}) exported, "
+                "published and verified on the files backend.")
+    return PhaseResult(headline=headline, summary=_steps_table(rehearsal) + "\n" + where, exit_code=EXIT_OK)

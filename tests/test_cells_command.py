@@ -1,0 +1,96 @@
+"""`testops-evidence cell`: a worker writes its cell result from JUnit XML or allure-results."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evidence_support import HEAD_SHA, SENTINEL, actions_env, make_selection, run_pytest, small_contract, write_contract
+from helpers import run_mode
+from testops_evidence.evidence.cells import cell_from_bytes
+
+CONTRACT = small_contract()
+
+SUITE = '''
+import pytest
+
+def test_stopped_at_budget():
+    pass
+
+def test_spend_reported():
+    assert False, "no spend line in the transcript"
+'''
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("worker")
+    (root / "test_budget.py").write_text(textwrap.dedent(SUITE))
+    done = run_pytest(root, "--junitxml=report.xml", "--alluredir=allure-results", "test_budget.py")
+    assert done.returncode == 1, done.stdout
+    return root
+
+
+def cell_run(tmp_path: Path, **options: str):
+    contract = write_contract(CONTRACT, tmp_path / "contract.json")
+    return run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop", **options}, actions_env())
+
+
+@pytest.mark.parametrize("source", ["junit", "allure-results"])
+def test_cell_from_a_real_report(tmp_path: Path, reports: Path, source: str) -> None:
+    report = reports / ("report.xml" if source == "junit" else "allure-results")
+    out = tmp_path / "cell-results" / "budget-stop.json"
+    run = cell_run(tmp_path, **{source: str(report), "out": str(out)})
+    assert run.exit_code == 0, run.summary
+    result = cell_from_bytes(out.read_bytes(), out.name)
+    assert (result.key, result.disposition) == ("budget-stop", "behavior_failure")
+    assert result.document["source-sha"] == HEAD_SHA  # GITHUB_SHA of the worker job
+    assert result.document["run-attempt"] == 1
+    assert {c["id"]: c["passed"] for c in result.document["checks"]} == {"stopped-at-budget": True,
+                                                                        "spend-reported": False}
+    assert "behavior failure" in run.summary
+
+
+def test_the_profile_comes_from_the_selection(tmp_path: Path, reports: Path) -> None:
+    selection, _digest = make_selection(tmp_path, CONTRACT, actions_env())
+    out = tmp_path / "cell.json"
+    run = cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out), **{"selection-path": str(selection)})
+    assert run.exit_code == 0
+    assert json.loads(out.read_text())["profile"] == dict(CONTRACT.profile)
+
+
+def test_a_cell_is_written_once(tmp_path: Path, reports: Path) -> None:
+    out = tmp_path / "cell.json"
+    assert cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out)).exit_code == 0
+    again = cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out))
+    assert (again.exit_code, again.outputs["error-code"]) == (3, "io.exists")
+
+
+def test_the_worker_token_rule_applies(tmp_path: Path, reports: Path) -> None:
+    contract = write_contract(CONTRACT, tmp_path / "contract.json")
+    run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop", "junit": str(reports),
+                                      "out": str(tmp_path / "c.json")}, {**actions_env(), "TESTOPS_TOKEN": SENTINEL})
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "worker.token_present")
+
+
+@pytest.mark.parametrize(("options", "code"), [
+    ({"out": "x.json"}, "input.junit"),
+    ({"junit": "r.xml"}, "input.out"),
+    ({"junit": "r.xml", "out": "x.json", "attempt-id": "../evil"}, "input.attempt-id"),
+    ({"junit": "r.xml", "out": "x.json", "source-sha": "HEAD"}, "input.source-sha"),
+])
+def test_usage_errors(tmp_path: Path, reports: Path, options: dict[str, str], code: str) -> None:
+    options = {k: (str(reports / "report.xml") if v == "r.xml" else str(tmp_path / v) if k == "out" else v)
+               for k, v in options.items()}
+    run = cell_run(tmp_path, **options)
+    assert (run.exit_code, run.outputs["error-code"]) == (2, code)
+
+
+def test_an_unknown_case_is_refused(tmp_path: Path, reports: Path) -> None:
+    contract = write_contract(CONTRACT, tmp_path / "contract.json")
+    run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "nope", "junit": str(reports / "report.xml"),
+                                      "out": str(tmp_path / "c.json")}, actions_env())
+    assert run.outputs["error-code"] == "contract.unknown_case"

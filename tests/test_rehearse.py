@@ -1,0 +1,88 @@
+"""The local rehearsal: guard -> select -> harness + cell -> export -> upload -> verify -> Allure Report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from evidence_support import REPO, uuid_factory
+from helpers import FakeClock, run_mode
+
+EXAMPLES = REPO / "examples"
+ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+
+
+def rehearse(tmp_path: Path, examples: Path = EXAMPLES, **options: str):
+    clock = FakeClock(1_796_119_500.0)
+    return run_mode("rehearse", tmp_path, {"workdir": str(tmp_path / "rehearsal"), "examples": str(examples),
+                                           "state-dir": str(tmp_path / "outer-state"), **options},
+                    {"PATH": os.environ.get("PATH", "")}, actions=False, clock=clock.time,
+                    monotonic=clock.monotonic, sleep=clock.sleep, new_uuid=uuid_factory())
+
+
+def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) -> None:
+    run = rehearse(tmp_path)
+    assert run.exit_code == 0, run.log[-4000:]
+    run_dir = tmp_path / "rehearsal" / "20261201T100500Z"
+    assert run_dir.is_dir()
+    # Every step summary was written and printed.
+    summaries = sorted(p.name for p in (run_dir / "summaries").glob("*.md"))
+    assert summaries == ["01-guard.md", "02-select.md", "03-export.md", "04-upload.md", "05-verify.md"]
+    assert len(list((run_dir / "summaries" / "cells").glob("*.md"))) == 9
+    for name in summaries:
+        assert (run_dir / "summaries" / name).read_text().splitlines()[0] in run.log
+    # All statuses, on purpose: a behaviour failure, an infrastructure failure, a case never recorded.
+    receipt = json.loads((run_dir / "allure-results-receipt.json").read_text())
+    statuses = {row["key"]: (row["status"], row["reason"]) for row in receipt["results"]}
+    assert statuses["budget-stop"] == ("failed", "behavior_failure")
+    assert statuses["heartbeat-resume"] == ("broken", "infrastructure_failure")
+    assert statuses["external-webhook-roundtrip"] == ("broken", "not_recorded")
+    assert statuses["company-credential-approval"] == ("passed", "passed")  # shipped JUnit, adapted by export
+    assert statuses["hire-agent-approval"] == ("passed", "passed")  # shipped allure-results
+    assert receipt["counts"] == {"total": 12, "passed": 9, "failed": 1, "broken": 2}
+    assert receipt["context"]["local"] is True
+    published = run_dir / "state" / "published" / "allure-results"
+    assert len(list(published.glob("*-result.json"))) == 12
+    assert "behaved as designed" in run.log and "9 passed" in run.log
+    if ALLURE.exists():
+        stats = json.loads((run_dir / "allure-report" / "summary.json").read_text())["stats"]
+        assert stats == {"total": 12, "passed": 9, "failed": 1, "broken": 2}
+    # The harness ran for real: pytest's JUnit report holds one test per native check.
+    junit = (run_dir / "harness" / "junit.xml").read_text()
+    assert junit.count("<testcase ") == 24 and "<error " in junit and "<failure " in junit
+
+
+def test_each_rehearsal_gets_a_fresh_directory(tmp_path: Path) -> None:
+    first = rehearse(tmp_path, report="never")
+    second = rehearse(tmp_path, report="never")
+    assert (first.exit_code, second.exit_code) == (0, 0)
+    assert sorted(p.name for p in (tmp_path / "rehearsal").iterdir()) == ["20261201T100500Z", "20261201T100500Z-2"]
+    assert "not generated (`--report never`)" in second.log
+
+
+def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> None:
+    examples = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, examples)
+    (examples / "cell-results" / "company-credential-approval" / "junit.xml").write_text(
+        '<!DOCTYPE x [<!ENTITY a "a">]><testsuite/>')
+    run = rehearse(tmp_path, examples=examples, report="never")
+    assert run.exit_code == 2, run.log[-3000:]
+    assert "stopped at `export`" in run.log
+    assert "export.adapter" in run.log
+
+
+def test_the_cli_command_and_script_entrypoint(tmp_path: Path) -> None:
+    """`testops-evidence rehearse` through the real CLI, outside Actions, with a token in the environment that
+    the rehearsal drops (worker phases would refuse it)."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "src"), "ALLURE_TOKEN": "x",
+           "GITHUB_ACTIONS": "true"}
+    done = subprocess.run([sys.executable, "-m", "testops_evidence", "rehearse", "--workdir", str(tmp_path / "w"),
+                           "--report", "never"], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ignored for the rehearsal: ALLURE_TOKEN, GITHUB_ACTIONS" in done.stdout
+    script = (REPO / "scripts" / "rehearse.sh").read_text()
+    assert "bash scripts/setup.sh" in script and '.venv/bin/testops-evidence rehearse "$@"' in script
