@@ -138,3 +138,24 @@ def test_verify_re_reads_and_re_hashes_the_publication(tmp_path: Path, exported:
         (destination / "notes.txt").write_text("extra")
     run = phase("verify", tmp_path, exported)
     assert (run.exit_code, run.outputs["error-code"]) == (exit_code, code)
+
+
+def test_the_evidence_bundle_splits_into_bounded_parts_in_receipt_order(tmp_path: Path,
+                                                                        exported: dict[str, str]) -> None:
+    from testops_evidence.evidence.publication import bundle_name, bundle_parts
+    from testops_evidence.evidence.receipt import load_receipt
+
+    receipt = load_receipt(tmp_path / "allure-results-receipt.json")
+    evidence = [(row, (tmp_path / "allure-results" / row["attachment-file"]).read_bytes()) for row in receipt.results]
+    size = len(evidence[0][1])
+    limit = len(receipt.raw) + 4096 + 2 * size  # the receipt and about two entries fit in a part
+    parts = bundle_parts(receipt, evidence, part_limit=limit)
+    documents = [json.loads(part) for part in parts]
+    assert [d["part"] for d in documents] == list(range(1, len(parts) + 1)) and len(parts) >= 2
+    assert all(d["parts"] == len(parts) and d["receipt-sha256"] == receipt.sha256 for d in documents)
+    assert documents[0]["receipt"] == receipt.document and all(d["receipt"] is None for d in documents[1:])
+    assert [e["uuid"] for d in documents for e in d["evidence"]] == [row["uuid"] for row in receipt.results]
+    assert all(len(part) <= limit for part in parts[1:])
+    assert bundle_name(receipt, 2, 3).endswith("-part-2-of-3.json")
+    (single,) = bundle_parts(receipt, evidence)
+    assert json.loads(single)["parts"] == 1

@@ -15,7 +15,7 @@ import pytest
 
 from evidence_support import SENTINEL, TestOpsCampaign, cell, small_contract
 from servers.testops_server import TestOpsServer
-from testops_evidence.evidence.publication import bundle_parts
+from testops_evidence.evidence.publication import BUNDLE_PART_LIMIT, bundle_parts
 from testops_evidence.evidence.receipt import load_receipt
 
 CONTRACT = small_contract(testops=True)
@@ -185,6 +185,7 @@ def test_the_upload_budget_at_ten_thousand_results(tmp_path: Path) -> None:
             assert len(server.launch_results(campaign.launch["id"])) == 10_000
             assert len(sent) / 10_000 <= 0.02, len(sent)
             parts = len(server.launch_attachments)
+            assert parts > 1 and all(a["contentLength"] <= BUNDLE_PART_LIMIT for a in server.launch_attachments)
             assert len(sent) == 3 + math.ceil(10_000 / 100) + parts
             server.reset_log()
             verify = campaign.run("verify")

@@ -27,6 +27,7 @@ BUNDLE_SCHEMA = "testops-evidence/evidence-bundle/v1"
 # Reverse proxies in front of self-hosted TestOps commonly cap bodies (nginx client_max_body_size); 8 MiB
 # parts stay under the usual settings while keeping a 10,000-result campaign to a handful of requests.
 BUNDLE_PART_LIMIT = 8 * 1024 * 1024
+_HEAD_ROOM = 4096  # the part's own header (digests, numbers) besides its entries
 
 
 def chunks(items: list[Any], size: int = CHUNK_SIZE) -> Iterator[list[Any]]:
@@ -91,12 +92,13 @@ def bundle_parts(receipt: Receipt, evidence: Iterable[tuple[Mapping[str, Any], b
     Each part is canonical JSON naming the campaign, the selection and receipt digests, its number and the
     part count; the first part also carries the whole receipt.
     """
+    budget = part_limit - _HEAD_ROOM
     entries: list[list[bytes]] = [[]]
-    sizes = [0]
+    sizes = [len(canonical_json(receipt.document))]  # the first part also carries the receipt
     for row, data in evidence:
         entry = canonical_json({"key": row["key"], "uuid": row["uuid"], "sha256": row["attachment-sha256"],
                                 "document": parse_json_bytes(data, str(row["attachment-file"]))})
-        if sizes[-1] and sizes[-1] + len(entry) > part_limit:
+        if entries[-1] and sizes[-1] + len(entry) > budget:
             entries.append([])
             sizes.append(0)
         entries[-1].append(entry)
