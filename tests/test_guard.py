@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import FakeClock, PhaseRun, run_mode
+from helpers import FakeClock, PhaseRun, run_mode, secret_leaks
 from servers.github_server import REMOVE, GitHubServer
 from testops_evidence.errors import Refusal
 from testops_evidence.phases.guard import OPERATIONS, dispatch_request
@@ -111,13 +111,7 @@ def assert_refused(result: PhaseRun, code: str, exit_code: int, field: str | Non
 
 
 def assert_no_secret(result: PhaseRun) -> None:
-    # `::add-mask::<token>` is how the runner learns the secret (it never shows that line); nothing else may.
-    log = "\n".join(line for line in result.log.splitlines() if not line.startswith("::add-mask::"))
-    texts = [json.dumps(result.outputs), result.summary, log, json.dumps(result.failure())]
-    if result.state_dir is not None and result.state_dir.exists():
-        texts += [p.read_text() for p in result.state_dir.iterdir() if p.is_file()]
-    for text in texts:
-        assert SENTINEL not in text
+    assert secret_leaks(result, SENTINEL) == []
 
 
 # --- admitted ---------------------------------------------------------------------------------------------

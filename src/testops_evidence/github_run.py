@@ -136,7 +136,9 @@ class ArtifactInfo:
 def github_client(api_url: str, token: str, *, policy: RequestPolicy = DEFAULT_POLICY) -> Github:
     """A PyGithub client on ``api_url`` (``GITHUB_API_URL``): token auth, GET-only retries, timeouts.
 
-    ``lazy=True``: objects are fetched when first read, so every request made is one we asked for.
+    ``lazy=True``: objects are fetched when first read, so every request made is one we asked for. Our
+    own reads go through ``client.requester`` and validate the JSON themselves: a missing or mistyped
+    field is a coded refusal, not an exception from deep inside a model class.
     """
     from github import Auth, Github, GithubRetry
 
@@ -257,18 +259,26 @@ def _obj(doc: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
 
 def fetch_run(api_url: str, token: str, repository: str, run_id: int, *,
               policy: RequestPolicy = DEFAULT_POLICY) -> RunObject:
-    """``GET /repos/{repository}/actions/runs/{run_id}`` as a :class:`RunObject` (one request, two when
+    """``GET /repos/{repository}/actions/runs/{run_id}`` as a :class:`RunObject` (one request; two when
     the run's repository object does not say whether it is private)."""
     gh = github_client(api_url, token, policy=policy)
-    what = f"GET /repos/{repository}/actions/runs/{run_id}"
-    with _mapped(what):
-        raw = gh.get_repo(repository).get_workflow_run(run_id).complete().raw_data
-        repo = raw.get("repository")
-        private = None
-        if isinstance(repo, dict) and not isinstance(repo.get("private"), bool):
-            # Visibility is a trust binding; ask the repository itself rather than guess.
-            private = gh.get_repo(repository).complete().raw_data.get("private")
+    raw = _get_object(gh, f"/repos/{repository}/actions/runs/{run_id}", "run")
+    repo = raw.get("repository")
+    private = None
+    if isinstance(repo, dict) and not isinstance(repo.get("private"), bool):
+        # Visibility is a trust binding; ask the repository itself rather than guess.
+        private = _get_object(gh, f"/repos/{repository}", "repository").get("private")
     return run_from_json(raw, private=private)
+
+
+def _get_object(gh: Github, url: str, what: str) -> dict[str, Any]:
+    """One GET through PyGithub's requester (auth, base URL, retries); the answer must be a JSON object."""
+    with _mapped(f"GET {url}"):
+        _headers, data = gh.requester.requestJsonAndCheck("GET", url)
+    if not isinstance(data, dict) or set(data) == {"data"}:  # PyGithub wraps a non-JSON body as {"data": ...}
+        raise Refusal("github.response_invalid", f"GitHub's answer to GET {url} is not a {what} object",
+                      field=what, expected="a JSON object", actual=type(data).__name__)
+    return data
 
 
 def run_from_json(raw: Mapping[str, Any], *, private: bool | None = None) -> RunObject:

@@ -108,7 +108,7 @@ class GitHubServer:
     def __init__(self, token: str = DEFAULT_TOKEN, *, host: str = "127.0.0.1") -> None:
         self.token = token
         self._host = host
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # handlers record the request while holding it
         self._repos: dict[str, dict[str, Any]] = {}
         self._runs: dict[int, dict[str, Any]] = {}
         self._artifacts: dict[int, _Artifact] = {}
@@ -248,7 +248,7 @@ class GitHubServer:
                 ),
                 "referenced_workflows": list(referenced_workflows or []),
                 "head_commit": {
-                    "id": head_sha,
+                    "id": None if head_sha is REMOVE else head_sha,
                     "tree_id": "f" * 40,
                     "message": "Evaluate",
                     "timestamp": created_at,
@@ -259,13 +259,10 @@ class GitHubServer:
                 "_repository": repo["full_name"],
                 "_head_repository": head_repo["full_name"],
             }
-            removed: set[str] = set()
-            for key, value in overrides.items():
-                if value is REMOVE:
-                    doc.pop(key, None)
-                    removed.add(key)
-                else:
-                    doc[key] = value
+            doc.update(overrides)
+            removed = {key for key, value in doc.items() if value is REMOVE}  # named arguments may be REMOVE too
+            for key in removed:
+                del doc[key]
             doc["_removed"] = removed
             self._runs[rid] = doc
         return doc
@@ -319,7 +316,8 @@ class GitHubServer:
               delay: float = 0.0, body: bytes | None = None) -> None:
         """Make the next ``times`` requests to ``route`` fail with ``status`` (after ``delay`` seconds).
 
-        ``status=200`` with ``delay`` only slows a route down; ``body`` replaces the error document.
+        ``status=200`` with only a ``delay`` slows a route down; ``body`` replaces the response document
+        (with ``status=200``: a broken or odd success body).
         """
         with self._lock:
             self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body))
@@ -425,6 +423,7 @@ _DOCS = "https://docs.github.com/rest"
 
 class _Handler(BaseHTTPRequestHandler):
     owner: GitHubServer
+    _pending: tuple[str, str] = ("GET", "unknown")
     protocol_version = "HTTP/1.1"  # keep-alive, as PyGithub's connection pool expects
     server_version = "GitHub.com"
 
@@ -453,20 +452,22 @@ class _Handler(BaseHTTPRequestHandler):
             path = path[len(GHES_PREFIX):] or "/"
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         route, params = _route(method, path)
-        status = 500
-        try:
-            status = self._serve(route, params, prefix, query)
-        finally:
-            record = RequestRecord(
-                method=method,
-                path=self.path,
-                route=route,
-                authorization="Authorization" in self.headers,
-                headers={k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"},
-                status=status,
-            )
-            with self.owner._lock:
-                self.owner.log.append(record)
+        self._pending = (method, route)
+        self._serve(route, params, prefix, query)
+
+    def _record(self, status: int) -> None:
+        """Log the request before the response goes out, so a client that has its answer sees the record."""
+        method, route = self._pending
+        record = RequestRecord(
+            method=method,
+            path=self.path,
+            route=route,
+            authorization="Authorization" in self.headers,
+            headers={k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"},
+            status=status,
+        )
+        with self.owner._lock:
+            self.owner.log.append(record)
 
     def _serve(self, route: str, params: dict[str, str], prefix: str, query: dict[str, str]) -> int:
         owner = self.owner
@@ -480,7 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             if fault.delay:
                 time.sleep(fault.delay)
-            if fault.status != 200:
+            if fault.status != 200 or fault.body is not None:
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
                 body = fault.body if fault.body is not None else _json_bytes(
                     {"message": f"injected {fault.status}", "documentation_url": _DOCS})
@@ -580,6 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, *, headers: Mapping[str, str] | None = None,
               content_type: str = "application/json; charset=utf-8") -> int:
+        self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -593,6 +595,7 @@ class _Handler(BaseHTTPRequestHandler):
         return status
 
     def _send_chunked(self, status: int, body: bytes, *, content_type: str) -> int:
+        self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
