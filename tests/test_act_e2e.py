@@ -1,0 +1,313 @@
+"""End to end under act: the campaign template, called from a caller workflow, runs the whole chain.
+
+A throw-away git repository (``acme/agents``) holds a caller workflow (``agent-evals.yml``, the one the
+contract's trust policy names), a copy of ``workflows-templates/campaign.yml``, a contract and a tiny
+case command. ``act workflow_dispatch`` runs it on this machine (``-P ubuntu-latest=-self-hosted``, no
+Docker engine) with:
+
+* the action itself — the composite variant of *this checkout* — through ``--local-repository``
+  (``testops-evidence/testops-evidence@v<version>`` = a copy of the action's files), so the templates are
+  exercised exactly as users get them, ``uses:`` lines untouched;
+* ``actions/upload-artifact`` / ``download-artifact`` mapped to the local stand-ins in ``tests/e2e/``
+  (act cannot download actions offline; ``actions/checkout`` needs none: act copies the repository);
+* ``GITHUB_API_URL`` pointing at the GitHub REST test server, which serves this run's object, so guard
+  and select bind to it through PyGithub for real.
+
+act runs every step of every job for real: the composite's venv (built from ``requirements/runtime.txt``
+with hashes and cached in ``.tools/act-cache``), the entrypoint, the matrix fan-out, the artifacts and
+the case command. The test asserts the chain from the outside: the workflow's outputs, every matrix
+cell, the artifacts, the REST requests, and each phase's step summary.
+
+Step summaries: act reads each step's summary file after the step, as the runner does, and reports it
+in its ``--json`` log as a ``"command": "summary"`` record with the job and matrix row; the test collects
+them from there, so the action under test is byte-identical to this checkout's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servers.github_server import GitHubServer
+from testops_evidence import __version__
+
+pytestmark = pytest.mark.act
+
+ROOT = Path(__file__).resolve().parent.parent
+ACT = Path(sys.executable).parent / "act"
+ACTION_REPOSITORY = "testops-evidence/testops-evidence"
+REPOSITORY = "acme/agents"
+WORKFLOW = ".github/workflows/agent-evals.yml"
+CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
+STAND_INS = {
+    "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": ROOT / "tests" / "e2e" / "upload-artifact",
+    "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": ROOT / "tests" / "e2e" / "download-artifact",
+}
+# Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
+ACT_CACHE = ROOT / ".tools" / "act-cache"
+SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue0123456789abcdef"
+
+CASES = {  # key -> (lane, checks, whether the case command makes every check pass)
+    "get-task-context": ("native", ["tool-called", "answer-grounded", "cleanup"], True),
+    "list-open-issues": ("native", ["tool-called", "filtered-correctly"], True),
+    "budget-stop": ("native", ["stopped-at-budget", "spend-reported"], False),
+    "hire-agent-approval": ("external", ["approval-requested", "agent-created-after-approval"], True),
+}
+
+CALLER = """\
+name: agent evals
+on:
+  workflow_dispatch:
+    inputs:
+      cases:
+        type: string
+        default: ""
+permissions:
+  contents: read
+  actions: read
+jobs:
+  campaign:
+    uses: ./.github/workflows/testops-evidence-campaign.yml
+    with:
+      case-command: python3 evals/run_case.py
+      cases: ${{ inputs.cases }}
+      fail-on-failed-cases: false
+      deadline-seconds: 30
+  report:
+    needs: campaign
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - env:
+          OUTPUTS: ${{ toJSON(needs.campaign.outputs) }}
+        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
+"""
+
+CASE_COMMAND = '''\
+"""The e2e harness: "evaluates" one case and writes its cell-result/v1 (budget-stop fails a check)."""
+import json
+import os
+
+row = json.loads(os.environ["TESTOPS_EVIDENCE_CASE_JSON"])
+passed = row["key"] != "budget-stop"
+cell = {
+    "schema": "testops-evidence/cell-result/v1",
+    "case": row["key"],
+    "attempt-id": os.environ["TESTOPS_EVIDENCE_ATTEMPT_ID"],
+    "disposition": "passed" if passed else "behavior_failure",
+    "started-at": "2026-12-01T10:00:00Z",
+    "finished-at": "2026-12-01T10:01:00Z",
+    "source-sha": os.environ["TESTOPS_EVIDENCE_SOURCE_SHA"],
+    "profile": json.loads(os.environ["TESTOPS_EVIDENCE_PROFILE"]),
+    "checks": [{"id": check, "passed": passed or index > 0} for index, check in enumerate(sorted(row["checks"]))],
+}
+with open(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"], "w", encoding="utf-8") as handle:
+    json.dump(cell, handle)
+print("case", row["key"], "lane", row["lane"], "->", cell["disposition"])
+'''
+
+
+
+def contract_text(actor_id: int) -> str:
+    lines = [
+        "version: 1",
+        "campaign: agent-protocol",
+        "trust:",
+        f"  repository: {REPOSITORY}",
+        "  public-only: false",
+        "  events: [workflow_dispatch]",
+        "  branches: [main]",
+        f"  workflows: [{WORKFLOW}]",
+        "  run-attempts: first-only",
+        f"  actors: [{actor_id}]",
+        "profile:",
+        "  id: sonnet-default",
+        "  model: claude-sonnet-5",
+        "lanes:",
+        "  native:",
+        "    max-parallel: 2",
+        "  external:",
+        "    max-parallel: 1",
+        "cases:",
+    ]
+    for number, (key, (lane, checks, _)) in enumerate(CASES.items()):
+        lines += [
+            f"  - key: {key}",
+            f"    testops-id: {194 + number}",
+            f"    full-name: agents/protocol/{key}",
+            f"    title: {key.replace('-', ' ').capitalize()}",
+            f"    lane: {lane}",
+            "    timeout-minutes: 5",
+            "    checks:",
+            *[f"      {check}: behavior" for check in checks],
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
+           "GIT_COMMITTER_NAME": "e2e", "GIT_COMMITTER_EMAIL": "e2e@example.invalid",
+           "GIT_AUTHOR_DATE": "2026-12-01T10:00:00Z", "GIT_COMMITTER_DATE": "2026-12-01T10:00:00Z"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def copy_action(into: Path) -> Path:
+    """The published action's files (what a user's runner fetches for ``uses: ...@v<version>``)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    into.mkdir(parents=True)
+    shutil.copy2(ROOT / "action.yml", into / "action.yml")
+    shutil.copy2(ROOT / "entrypoint.py", into / "entrypoint.py")
+    shutil.copytree(ROOT / "composite", into / "composite", ignore=ignore)
+    shutil.copytree(ROOT / "src" / "testops_evidence", into / "src" / "testops_evidence", ignore=ignore)
+    (into / "requirements").mkdir()
+    shutil.copy2(ROOT / "requirements" / "runtime.txt", into / "requirements" / "runtime.txt")
+    return into
+
+
+def make_repo(path: Path, actor_id: int) -> tuple[Path, str]:
+    (path / ".github" / "workflows").mkdir(parents=True)
+    (path / "evals").mkdir()
+    (path / WORKFLOW).write_text(CALLER, encoding="utf-8")
+    shutil.copy2(ROOT / "workflows-templates" / "campaign.yml",
+                 path / ".github" / "workflows" / "testops-evidence-campaign.yml")
+    (path / ".github" / "testops-evidence.yml").write_text(contract_text(actor_id), encoding="utf-8")
+    (path / "evals" / "run_case.py").write_text(CASE_COMMAND, encoding="utf-8")
+    git(path, "init", "-q", "-b", "main")
+    git(path, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "agent evals")
+    return path, git(path, "rev-parse", "HEAD")
+
+
+@dataclass
+class ActRun:
+    returncode: int
+    log: str
+    outputs: dict[str, Any]
+    summaries: dict[str, list[str]]  # "<job>-<mode>" -> step summaries (a matrix job has one per cell)
+    artifacts: Path
+
+
+@pytest.fixture(scope="module")
+def act_binary() -> Path:
+    if not ACT.exists():
+        pytest.skip(f"act is not installed ({ACT}); install the dev dependencies: bash scripts/setup.sh")
+    return ACT
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubServer]:
+    with GitHubServer(token=SENTINEL_TOKEN) as server:
+        yield server
+
+
+def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, str] | None = None) -> ActRun:
+    actor_id = 1234567
+    repo, sha = make_repo(tmp_path / "repo", actor_id)
+    action = copy_action(tmp_path / "action")
+    run = github.add_run(REPOSITORY, 1, run_number=1, run_attempt=1, head_sha=sha, path=WORKFLOW,
+                         actor_id=actor_id, actor_login="nektos/act")
+    event = github.event_payload(run["id"], inputs=inputs or {})
+    event_path = tmp_path / "event.json"
+    event_path.write_text(json.dumps(event), encoding="utf-8")
+    artifacts, outputs = tmp_path / "artifacts", tmp_path / "outputs.json"
+    artifacts.mkdir()
+    ACT_CACHE.mkdir(parents=True, exist_ok=True)
+    command = [
+        str(act), "workflow_dispatch", "-W", WORKFLOW, "-e", str(event_path),
+        "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--no-cache-server", "--json",
+        "--action-cache-path", str(ACT_CACHE),
+        "--local-repository", f"{ACTION_REPOSITORY}@v{__version__}={action}",
+        *[arg for ref, path in STAND_INS.items() for arg in ("--local-repository", f"{ref}={path}")],
+        "-s", f"GITHUB_TOKEN={SENTINEL_TOKEN}",
+        "--env", f"GITHUB_API_URL={github.api_url()}",
+        "--env", f"GITHUB_WORKFLOW_REF={REPOSITORY}/{WORKFLOW}@refs/heads/main",
+        "--env", f"GITHUB_ACTOR_ID={actor_id}",
+        "--env", f"TESTOPS_E2E_ARTIFACTS={artifacts}",
+        "--env", f"TESTOPS_E2E_OUTPUTS={outputs}",
+    ]
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, check=False)
+    log, summaries = read_json_log(done.stdout)
+    return ActRun(done.returncode, log + done.stderr,
+                  json.loads(outputs.read_text()) if outputs.exists() else {}, summaries, artifacts)
+
+
+def read_json_log(stdout: str) -> tuple[str, dict[str, list[str]]]:
+    """act's ``--json`` log: readable text (for failure messages) and the step summaries by job and mode."""
+    lines: list[str] = []
+    summaries: dict[str, list[str]] = {}
+    for raw in stdout.splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            lines.append(raw)
+            continue
+        lines.append(f"[{record.get('job', '')}] {str(record.get('msg', '')).rstrip()}")
+        if record.get("command") == "summary" and len(record.get("stepID") or []) == 1:
+            # act reports a composite action's summary twice: for the inner step (stepID [n, m]) and
+            # again for the composite step itself (stepID [n]); the latter is what GitHub shows.
+            content = str(record.get("content", ""))
+            mode = re.search(r"^(?:## testops-evidence · `([a-z-]+)`|### ⛔ `([a-z-]+)` refused)", content,
+                             flags=re.MULTILINE)
+            key = f"{record.get('jobID')}-{(mode.group(1) or mode.group(2)) if mode else 'other'}"
+            summaries.setdefault(key, []).append(content)
+    return "\n".join(lines), summaries
+
+
+def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_path: Path,
+                                                       github: GitHubServer) -> None:
+    result = run_act(act_binary, tmp_path, github)
+    assert result.returncode == 0, result.log[-6000:]
+
+    # The workflow's outputs: every case selected, exported, published and verified; one failed case.
+    outputs = result.outputs
+    assert outputs["selected-count"] == str(len(CASES))
+    assert (outputs["passed-count"], outputs["failed-count"], outputs["broken-count"]) == ("3", "1", "0")
+    assert outputs["published"] == "true" and outputs["verified-count"] == str(len(CASES))
+    assert outputs["all-passed"] == "false"
+
+    # The selection travelled as an artifact; its digest travelled as a job output and matches.
+    selection = result.artifacts / "testops-evidence-selection-1" / "testops-evidence-selection.json"
+    assert hashlib.sha256(selection.read_bytes()).hexdigest() == outputs["selection-sha256"]
+    document = json.loads(selection.read_text())
+    assert [case["key"] for case in document["cases"]] == list(CASES)
+    assert document["context"]["run-id"] == 1 and document["context"]["repository"] == REPOSITORY
+
+    # Every matrix cell ran, in its lane, and left its cell result.
+    cells = {path.stem: path.parent.name for path in result.artifacts.glob("testops-evidence-cells-1-*/*.json")}
+    assert sorted(cells) == sorted(CASES)
+    for key, artifact in cells.items():
+        assert artifact.startswith(f"testops-evidence-cells-1-{CASES[key][0]}-")
+    results = list((result.artifacts / "testops-evidence-results-1" / "allure-results").glob("*-result.json"))
+    assert len(results) == len(CASES)
+
+    # guard and select read this run through PyGithub from the REST test server, with the token.
+    runs = github.requests_to("run")
+    assert len(runs) >= 2 and all(record.authorization for record in runs)
+
+    # Each phase wrote its step summary; a worker's summary per matrix cell.
+    summaries = result.summaries
+    assert set(summaries) >= {"guard-guard", "select-select", "native-verify-selection",
+                              "external-verify-selection", "export-export", "publish-upload", "publish-verify"}
+    assert len(summaries["native-verify-selection"]) == 3 and len(summaries["external-verify-selection"]) == 1
+    select_summary = summaries["select-select"][0]
+    for key in CASES:
+        assert key in select_summary
+    assert "budget-stop" in summaries["export-export"][0]
+    every = "\n".join(text for texts in summaries.values() for text in texts)
+    assert SENTINEL_TOKEN not in every
+    for path in result.artifacts.rglob("*"):
+        if path.is_file():
+            assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
