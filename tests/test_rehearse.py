@@ -9,11 +9,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evidence_support import REPO, uuid_factory
 from helpers import FakeClock, run_mode
 
 EXAMPLES = REPO / "examples"
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+
+
+@pytest.fixture(autouse=True)
+def pinned_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The rehearsal binds everything to `git rev-parse HEAD` of its working directory; the repository
+    itself gets new commits while the suite runs (and a moved HEAD is refused, correctly), so each test
+    rehearses from a small checkout of its own."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for args in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
+                                  "--allow-empty", "-m", "pinned"]):
+        subprocess.run(["git", *args], cwd=checkout, check=True, capture_output=True)
+    monkeypatch.chdir(checkout)
+    return checkout
 
 
 def rehearse(tmp_path: Path, examples: Path = EXAMPLES, **options: str):
@@ -75,13 +91,14 @@ def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> Non
     assert "export.adapter" in run.log
 
 
-def test_the_cli_command_and_script_entrypoint(tmp_path: Path) -> None:
+def test_the_cli_command_and_script_entrypoint(tmp_path: Path, pinned_checkout: Path) -> None:
     """`testops-evidence rehearse` through the real CLI, outside Actions, with a token in the environment that
     the rehearsal drops (worker phases would refuse it)."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "src"), "ALLURE_TOKEN": "x",
            "GITHUB_ACTIONS": "true"}
     done = subprocess.run([sys.executable, "-m", "testops_evidence", "rehearse", "--workdir", str(tmp_path / "w"),
-                           "--report", "never"], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+                           "--examples", str(EXAMPLES), "--report", "never"], cwd=pinned_checkout, env=env,
+                          capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ignored for the rehearsal: ALLURE_TOKEN, GITHUB_ACTIONS" in done.stdout
     script = (REPO / "scripts" / "rehearse.sh").read_text()
