@@ -126,6 +126,9 @@ def test_a_dropped_chunk_is_uncertain_and_reconcile_resolves_it(server: TestOpsS
 
     reconcile = campaign.run("reconcile")
     assert json.loads(reconcile.outputs["reconciled"]) == ["upload-chunk-1"], reconcile.summary
+    assert not campaign.leaks()  # once-markers (with their replayable request), failure.json, summaries
+    for run in (upload, again, reconcile):
+        assert SENTINEL not in clean_log(run.log) + run.summary
 
 
 @pytest.mark.parametrize(("route", "status"), [(r"/upload/stop", 502), (r"/upload/session", 504)])

@@ -261,6 +261,15 @@ def rehearsal_context(env: Mapping[str, str], repository: str, workflows: Iterab
     return local_context(workspace, repository, workflow)
 
 
+def job_context(env: Mapping[str, str], repository: str, workflows: Iterable[str]) -> RunContext:
+    """The context a job states without any network call: the runner's variables inside Actions, else the
+    rehearsal context. For phases whose documents were already bound to the REST-checked run upstream
+    (export, upload, verify re-check a digest-bound selection or receipt against it)."""
+    if env.get("GITHUB_ACTIONS") == "true":
+        return env_context(env)
+    return rehearsal_context(env, repository, workflows)
+
+
 def admit_backend(context: RunContext, backend: str) -> None:
     """Refuse ``guard.local_context`` when a local (rehearsal) context would reach TestOps.
 

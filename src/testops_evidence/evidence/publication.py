@@ -11,7 +11,6 @@ entry in the bundle, and the bundle itself names the receipt digest it was built
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
@@ -148,7 +147,3 @@ def publish_files(source: Path, destination: Path, receipt: Receipt, receipt_byt
     write_new(receipt_copy, receipt_bytes)
     fsync_dir(destination.parent)
     return len(expected)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -171,13 +171,3 @@ def verified_bytes(directory: str | os.PathLike[str], name: str, expected_sha256
         raise Refusal(code, f"{name} in {directory} does not hash to its receipt digest", field=name,
                       expected=expected_sha256, actual=digest)
     return data
-
-
-def read_result(directory: str | os.PathLike[str], name: str) -> dict[str, Any]:
-    """A result file of the results directory, parsed (for upload's DTOs and verify's status checks)."""
-    data = read_safe(directory, name, limit=RESULT_FILE_LIMIT)
-    document = parse_json_bytes(data, name)
-    if not isinstance(document, dict):
-        raise Refusal("upload.results_invalid", f"{name} is not a JSON object", field=name,
-                      expected="an Allure result object", actual=type(document).__name__)
-    return document

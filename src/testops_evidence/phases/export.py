@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import RunContext, env_context, rehearsal_context
-from testops_evidence.contract import Case, Contract
+from testops_evidence.context import job_context
+from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure
 from testops_evidence.evidence.adapters.layout import collect_cells
@@ -40,14 +40,6 @@ def in_actions(ctx: PhaseContext) -> bool:
     return ctx.env.get("GITHUB_ACTIONS") == "true"
 
 
-def worker_context(ctx: PhaseContext, contract: Contract) -> RunContext:
-    """The live context of a worker: the runner's variables in Actions (no token, no network), else the
-    local rehearsal context the selection was made in."""
-    if in_actions(ctx):
-        return env_context(ctx.env)
-    return rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
-
-
 def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
     """The selection, re-hashed against ``selection-sha256``; ``True`` when that digest was given.
 
@@ -66,7 +58,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     selection_path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     selection, digest_given = read_selection(ctx, selection_path)
-    validate_against(selection, contract, worker_context(ctx, contract))
+    validate_against(selection, contract, job_context(ctx.env, contract.trust.repository,
+                                                          contract.trust.workflows))
 
     results_dir = ctx.settings.path("results-dir") or Path("allure-results")
     receipt_path = default_receipt_path(results_dir)

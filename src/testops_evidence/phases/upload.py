@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import RunContext, env_context, rehearsal_context
-from testops_evidence.contract import Contract
+from testops_evidence.context import job_context
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.publication import (
     CHUNK_SIZE,
@@ -47,14 +46,6 @@ STAGE_PREFIX = "upload-"
 RESULTS_CODE = "upload.results_invalid"
 
 
-def job_context(ctx: PhaseContext, contract: Contract) -> RunContext:
-    """This job's run: the runner's variables in Actions, the rehearsal context outside. The receipt was
-    bound by export to the selection, which select bound to the run; here it must name the same run."""
-    if ctx.env.get("GITHUB_ACTIONS") != "true":
-        return rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
-    return env_context(ctx.env)
-
-
 def paths(ctx: PhaseContext) -> tuple[Path, Path]:
     results_dir = ctx.settings.path("results-dir") or Path("allure-results")
     return results_dir, ctx.settings.path("receipt-path") or default_receipt_path(results_dir)
@@ -66,7 +57,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     backend = ctx.backend()
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest,
-                 live=job_context(ctx, contract).binding_fields(), backend=backend)
+                 live=job_context(ctx.env, contract.trust.repository, contract.trust.workflows).binding_fields(), backend=backend)
 
     if ctx.state.has(PUBLICATION):
         return _already_published(ctx, receipt)

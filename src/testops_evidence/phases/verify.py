@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import env_context, rehearsal_context
+from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence.receipt import (
     RESULT_FILE_LIMIT,
@@ -83,8 +83,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
 def _bind(ctx: PhaseContext, receipt: Receipt) -> None:
     contract = ctx.contract()
-    live = (rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
-            if ctx.env.get("GITHUB_ACTIONS") != "true" else env_context(ctx.env))
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
                  backend=ctx.backend())
 
