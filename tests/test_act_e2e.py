@@ -11,7 +11,10 @@ Docker engine) with:
 * ``actions/upload-artifact`` / ``download-artifact`` mapped to the local stand-ins in ``tests/e2e/``
   (act cannot download actions offline; ``actions/checkout`` needs none: act copies the repository);
 * ``GITHUB_API_URL`` pointing at the GitHub REST test server, which serves this run's object, so guard
-  and select bind to it through PyGithub for real.
+  and select bind to it through PyGithub for real;
+* for the TestOps chain, the contract's endpoint pointing at the TestOps test server, seeded as if
+  TestOps had launched the plan (job run bound to this run's URL), with the token passed only as the
+  template's ``testops-token`` secret.
 
 act runs every step of every job for real: the composite's venv (built from ``requirements/runtime.txt``
 with hashes and cached in ``.tools/act-cache``), the entrypoint, the matrix fan-out, the artifacts and
@@ -40,6 +43,7 @@ from typing import Any
 import pytest
 
 from servers.github_server import GitHubServer
+from servers.testops_server import TestOpsServer
 from testops_evidence import __version__
 
 pytestmark = pytest.mark.act
@@ -57,6 +61,11 @@ STAND_INS = {
 # Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
 ACT_CACHE = ROOT / ".tools" / "act-cache"
 SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue0123456789abcdef"
+TESTOPS_TOKEN = "testops-e2e-sentinel-token-5f1d"
+PROJECT, PLAN = 12, 340
+# act's defaults for the run it plays: github.com URLs, run 1.
+RUN_URL = f"https://github.com/{REPOSITORY}/actions/runs/1"
+WORKFLOW_URL = f"https://github.com/{REPOSITORY}/actions/workflows/agent-evals.yml"
 
 CASES = {  # key -> (lane, checks, whether the case command makes every check pass)
     "get-task-context": ("native", ["tool-called", "answer-grounded", "cleanup"], True),
@@ -73,6 +82,9 @@ on:
       cases:
         type: string
         default: ""
+      job-run-id:
+        type: string
+        default: ""
 permissions:
   contents: read
   actions: read
@@ -82,8 +94,11 @@ jobs:
     with:
       case-command: python3 evals/run_case.py
       cases: ${{ inputs.cases }}
+      job-run-id: ${{ inputs.job-run-id }}
       fail-on-failed-cases: false
-      deadline-seconds: 30
+      deadline-seconds: 60
+    secrets:
+      testops-token: ${{ secrets.ALLURE_TOKEN }}
   report:
     needs: campaign
     runs-on: ubuntu-latest
@@ -119,7 +134,19 @@ print("case", row["key"], "lane", row["lane"], "->", cell["disposition"])
 
 
 
-def contract_text(actor_id: int) -> str:
+def contract_text(actor_id: int, testops_url: str | None = None) -> str:
+    testops = [] if testops_url is None else [
+        "testops:",
+        f"  endpoint: {testops_url}",
+        "  api-prefix: /api",
+        "  auth: api-token",
+        f"  project-id: {PROJECT}",
+        "  plan:",
+        f"    id: {PLAN}",
+        "    name: Agent protocol evals",
+        "  standing-plan: all",
+        f"  bootstrap-case: {next(iter(CASES))}",
+    ]
     lines = [
         "version: 1",
         "campaign: agent-protocol",
@@ -131,6 +158,7 @@ def contract_text(actor_id: int) -> str:
         f"  workflows: [{WORKFLOW}]",
         "  run-attempts: first-only",
         f"  actors: [{actor_id}]",
+        *testops,
         "profile:",
         "  id: sonnet-default",
         "  model: claude-sonnet-5",
@@ -175,13 +203,13 @@ def copy_action(into: Path) -> Path:
     return into
 
 
-def make_repo(path: Path, actor_id: int) -> tuple[Path, str]:
+def make_repo(path: Path, actor_id: int, testops_url: str | None) -> tuple[Path, str]:
     (path / ".github" / "workflows").mkdir(parents=True)
     (path / "evals").mkdir()
     (path / WORKFLOW).write_text(CALLER, encoding="utf-8")
     shutil.copy2(ROOT / "workflows-templates" / "campaign.yml",
                  path / ".github" / "workflows" / "testops-evidence-campaign.yml")
-    (path / ".github" / "testops-evidence.yml").write_text(contract_text(actor_id), encoding="utf-8")
+    (path / ".github" / "testops-evidence.yml").write_text(contract_text(actor_id, testops_url), encoding="utf-8")
     (path / "evals" / "run_case.py").write_text(CASE_COMMAND, encoding="utf-8")
     git(path, "init", "-q", "-b", "main")
     git(path, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
@@ -212,9 +240,10 @@ def github() -> Iterator[GitHubServer]:
         yield server
 
 
-def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, str] | None = None) -> ActRun:
+def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, str] | None = None,
+            testops: TestOpsServer | None = None) -> ActRun:
     actor_id = 1234567
-    repo, sha = make_repo(tmp_path / "repo", actor_id)
+    repo, sha = make_repo(tmp_path / "repo", actor_id, testops.url if testops is not None else None)
     action = copy_action(tmp_path / "action")
     run = github.add_run(REPOSITORY, 1, run_number=1, run_attempt=1, head_sha=sha, path=WORKFLOW,
                          actor_id=actor_id, actor_login="nektos/act")
@@ -231,6 +260,7 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
         "--local-repository", f"{ACTION_REPOSITORY}@v{__version__}={action}",
         *[arg for ref, path in STAND_INS.items() for arg in ("--local-repository", f"{ref}={path}")],
         "-s", f"GITHUB_TOKEN={SENTINEL_TOKEN}",
+        *(["-s", f"ALLURE_TOKEN={TESTOPS_TOKEN}"] if testops is not None else []),
         "--env", f"GITHUB_API_URL={github.api_url()}",
         "--env", f"GITHUB_WORKFLOW_REF={REPOSITORY}/{WORKFLOW}@refs/heads/main",
         "--env", f"GITHUB_ACTOR_ID={actor_id}",
@@ -311,3 +341,57 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def seed_launched_plan(testops: TestOpsServer) -> tuple[int, int]:
+    """TestOps as it is after running the plan: cases, plan, the GitHub job, a launch, and a job run that
+    TestOps bound to this run's URL when GitHub started it. Returns (job run id, launch id)."""
+    from testops_evidence.contract import contract_from_document, parse_contract_bytes
+
+    text = contract_text(1234567, testops.url).encode("utf-8")
+    contract = contract_from_document(parse_contract_bytes(text, "contract.yml"))
+    seeded = testops.seed_contract(contract, job_url=WORKFLOW_URL)
+    launch = testops.add_launch(PROJECT, "agent-protocol #1")
+    job_run = testops.add_jobrun(seeded["job-id"], launch_id=launch["id"], stage="scheduled", url=RUN_URL,
+                                 case_ids=seeded["case-ids"])
+    return job_run["id"], launch["id"]
+
+
+def test_campaign_runs_end_to_end_against_testops(act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:
+    with TestOpsServer(token=TESTOPS_TOKEN, visible_after_polls=1) as testops:
+        job_run_id, launch_id = seed_launched_plan(testops)
+        result = run_act(act_binary, tmp_path, github, inputs={"job-run-id": str(job_run_id)}, testops=testops)
+        assert result.returncode == 0, result.log[-6000:]
+
+        outputs = result.outputs
+        assert outputs["selected-count"] == str(len(CASES))
+        assert (outputs["passed-count"], outputs["failed-count"], outputs["broken-count"]) == ("3", "1", "0")
+        assert outputs["published"] == "true" and outputs["verified-count"] == str(len(CASES))
+        assert outputs["all-passed"] == "false"
+        assert outputs["launch-url"] == f"{testops.url}/launch/{launch_id}"
+
+        # The selection is bound to the job run TestOps launched, and the results landed in its launch.
+        selection = result.artifacts / "testops-evidence-selection-1" / "testops-evidence-selection.json"
+        document = json.loads(selection.read_text())
+        assert document["backend"] == "testops" and document["source"] == "job-run"
+        assert (document["testops"]["job-run-id"], document["testops"]["launch-id"]) == (job_run_id, launch_id)
+        landed = testops.launch_results(launch_id)
+        assert sorted(result["testCaseId"] for result in landed) == [194, 195, 196, 197]
+        statuses = {result["fullName"].rsplit("/", 1)[1]: result["status"] for result in landed}
+        assert statuses == {key: "passed" if ok else "failed" for key, (_, _, ok) in CASES.items()}
+
+        # Only the publish job wrote to TestOps (the upload session API); every request was authenticated.
+        writers = {entry.route.split("/")[1] for entry in testops.mutations()}
+        assert writers <= {"upload", "launch"}, writers
+        assert all(entry.status != 401 for entry in testops.requests())
+
+        summaries = result.summaries
+        assert set(summaries) >= {"guard-guard", "select-select", "native-verify-selection",
+                                  "external-verify-selection", "export-export", "publish-upload", "publish-verify"}
+        assert f"/jobrun/{job_run_id}" in summaries["select-select"][0]
+        every = "\n".join(text for texts in summaries.values() for text in texts)
+        for secret in (SENTINEL_TOKEN, TESTOPS_TOKEN):
+            assert secret not in every
+            for path in result.artifacts.rglob("*"):
+                if path.is_file():
+                    assert secret not in path.read_text(encoding="utf-8", errors="replace"), path
