@@ -22,6 +22,7 @@ HEAD_SHA = "0123456789abcdef0123456789abcdef01234567"
 OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
 RUN_ID = 9_100_200_300
 SENTINEL = "SENTINEL-TOKEN-7f3a9c1e-do-not-leak"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def actions_env(**overrides: str) -> dict[str, str]:
@@ -196,3 +197,16 @@ class TestOpsCampaign:
             if path.is_file() and SENTINEL.encode() in path.read_bytes():
                 found.append(str(path))
         return found
+
+
+def normalise(text: str, tmp_path: Path) -> str:
+    return text.replace(str(tmp_path), "<tmp>")
+
+
+def check_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(actual)
+    assert path.exists(), f"missing golden file {path}; run with UPDATE_GOLDEN=1 once and review it"
+    assert actual == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)"

@@ -17,7 +17,9 @@ from evidence_support import (
     SENTINEL,
     actions_env,
     cell,
+    check_golden,
     make_selection,
+    normalise,
     small_contract,
     uuid_factory,
     write_cells,
@@ -27,7 +29,6 @@ from helpers import FakeClock, PhaseRun, run_mode
 from testops_evidence.evidence.allure import derive_history_id, derive_test_case_id
 from testops_evidence.evidence.receipt import load_receipt
 
-GOLDEN = Path(__file__).parent / "golden"
 CONTRACT = small_contract()
 
 
@@ -248,19 +249,6 @@ def test_the_worker_phase_imports_no_network_library(tmp_path: Path) -> None:
 
 
 # --- golden files -------------------------------------------------------------------------------------
-
-def normalise(text: str, tmp_path: Path) -> str:
-    return text.replace(str(tmp_path), "<tmp>")
-
-
-def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(actual)
-    assert path.exists(), f"missing golden file {path}; run with UPDATE_GOLDEN=1 once and review it"
-    assert actual == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)"
-
 
 def test_golden_results_and_summary(tmp_path: Path) -> None:
     """Golden files for every status and reason: passed, behaviour failure, infrastructure failure and a

@@ -11,7 +11,9 @@ import pytest
 from evidence_support import (
     actions_env,
     cell,
+    check_golden,
     make_selection,
+    normalise,
     small_contract,
     uuid_factory,
     write_cells,
@@ -159,3 +161,24 @@ def test_the_evidence_bundle_splits_into_bounded_parts_in_receipt_order(tmp_path
     assert bundle_name(receipt, 2, 3).endswith("-part-2-of-3.json")
     (single,) = bundle_parts(receipt, evidence)
     assert json.loads(single)["parts"] == 1
+
+
+def test_golden_upload_and_verify_summaries(tmp_path: Path) -> None:
+    """The files-backend upload and verify summaries, byte for byte (time and UUIDs injected)."""
+    env = actions_env()
+    selection, digest = make_selection(tmp_path, CONTRACT, env)
+    write_cells(tmp_path / "cells", [cell(CONTRACT, "get-task-context"),
+                                     cell(CONTRACT, "budget-stop", disposition="behavior_failure",
+                                          failed=["spend-reported"])])
+    options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
+               "results-dir": str(tmp_path / "allure-results"), "state-dir": str(tmp_path / "state"),
+               "backend": "files"}
+    clock = FakeClock(1_796_119_500.0)
+    export = run_mode("export", tmp_path, {**options, "selection-path": str(selection), "selection-sha256": digest,
+                                           "cell-results": str(tmp_path / "cells")}, env, new_uuid=uuid_factory(),
+                      clock=clock.time)
+    assert export.exit_code == 1
+    upload = phase("upload", tmp_path, options)
+    verify = phase("verify", tmp_path, options)
+    check_golden("upload/files-upload-summary.md", normalise(upload.summary, tmp_path))
+    check_golden("upload/files-verify-summary.md", normalise(verify.summary, tmp_path))
