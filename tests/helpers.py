@@ -122,3 +122,28 @@ def secret_leaks(run: PhaseRun, secret: str = SENTINEL_TOKEN, *extra_roots: Path
                 if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes():
                     found.append(str(path))
     return found
+
+
+def fake_phase(monkeypatch: Any, mode: str, run: Any) -> None:
+    """Make ``mode`` run ``run(ctx)``: an in-memory module registered in PHASE_MODULES and sys.modules for
+    the test only (``monkeypatch`` undoes both), so runner behaviour is tested without a real phase."""
+    import sys
+    import types
+
+    from testops_evidence.phases import PHASE_MODULES
+
+    name = f"_fake_{mode.replace('-', '_')}"
+    module = types.ModuleType(f"testops_evidence.phases.{name}")
+    module.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(PHASE_MODULES, mode, name)
+
+
+def assert_golden(path: Path, text: str) -> None:
+    """Compare ``text`` with the golden file ``path``; ``UPDATE_GOLDEN=1`` rewrites it (review the diff)."""
+    import os
+
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} differs from its golden file; UPDATE_GOLDEN=1 rewrites it"

@@ -9,22 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_mode
+from helpers import assert_golden, run_mode
 from testops_evidence import cli
 from testops_evidence.contract import parse_contract_bytes
 from testops_evidence.errors import EXIT_OK, EXIT_USAGE, REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden" / "check"
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/check/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff before committing)."""
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from the golden file; UPDATE_GOLDEN=1 rewrites it"
 
 
 @pytest.fixture
@@ -48,7 +39,7 @@ def test_a_valid_contract_is_summarised(tmp_path: Path, in_repo: None) -> None:
     assert run.exit_code == EXIT_OK
     assert run.outputs == {}
     assert run.failure() is None
-    assert_golden("summary.md", run.summary)
+    assert_golden(GOLDEN / "summary.md", run.summary)
 
 
 def test_the_summary_headline_counts_cases_per_lane(tmp_path: Path, in_repo: None) -> None:
@@ -132,4 +123,4 @@ def test_check_through_the_cli_writes_the_summary_file(tmp_path: Path, in_repo: 
     code = cli.main(["check", "--contract", "examples/contract.yml", "--state-dir", str(tmp_path / "state"),
                      "--summary-file", str(tmp_path / "summary.md")])
     assert code == EXIT_OK
-    assert_golden("summary.md", (tmp_path / "summary.md").read_text())
+    assert_golden(GOLDEN / "summary.md", (tmp_path / "summary.md").read_text())

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import parse_output_file, run_mode
+from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_INTEGRITY, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, Refusal
 from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for
@@ -44,15 +44,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
         if key.startswith(("INPUT_", "GITHUB_", "ALLURE_", "TESTOPS_", "RUNNER_")) or key in ("GH_TOKEN",):
             monkeypatch.delenv(key)
     yield monkeypatch
-
-
-def fake_phase(monkeypatch: pytest.MonkeyPatch, mode: str, run: Any) -> None:
-    """Register an in-memory phase module for ``mode`` (no file: PHASE_MODULES and sys.modules only)."""
-    name = f"h7_fake_{mode.replace('-', '_')}"
-    module = types.ModuleType(f"testops_evidence.phases.{name}")
-    module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(PHASE_MODULES, mode, name)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------

@@ -8,16 +8,13 @@ tests) with the sentinel set the way a workflow would set it."""
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
-from helpers import SENTINEL_TOKEN, FakeClock, run_mode, secret_leaks
+from helpers import SENTINEL_TOKEN, FakeClock, fake_phase, run_mode, secret_leaks
 from testops_evidence.errors import EXIT_INTEGRITY, EXIT_OK, Refusal
 from testops_evidence.interface import MODES
-from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,14 +36,6 @@ OFFLINE_ENV = {
     "ALLURE_ENDPOINT": "http://127.0.0.1:9",
     "ALLURE_PROJECT_ID": "1",
 }
-
-
-def fake_phase(monkeypatch: pytest.MonkeyPatch, mode: str, run: object) -> None:
-    name = f"h7_sentinel_{mode.replace('-', '_')}"
-    module = types.ModuleType(f"testops_evidence.phases.{name}")
-    module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(PHASE_MODULES, mode, name)
 
 
 def test_the_leak_detector_finds_a_leak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
