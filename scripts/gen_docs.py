@@ -162,7 +162,9 @@ def _cli_only_options(command: str) -> list[tuple[str, str]]:
         names = [o for o in action.option_strings if o.startswith("--")]
         if not names or names[0] in inputs or names[0] in ("--help", "--summary-file"):
             continue
-        text = action.help or ""
+        text = (action.help or "").strip()
+        if text and not text.endswith("."):
+            text += "."
         if action.choices:
             text += " Choices: " + ", ".join(code(c) for c in action.choices) + "."
         if action.default not in (None, _argparse.SUPPRESS):
