@@ -20,6 +20,8 @@ from testops_evidence.testops.client import RateLimiter, TestOpsClient, parse_pa
 
 TOKEN = "SENTINEL-testops-token-5f3a9c"
 PROJECT = 12
+SHORT_TIMEOUT = 1.0
+HELD = 300.0  # seconds a delay fault holds its answer (released when the server stops)
 
 
 @pytest.fixture
@@ -47,7 +49,9 @@ def logs() -> Logs:
 
 
 def make_client(server: TestOpsServer, clock: FakeClock, logs: Logs | None = None, **options: Any) -> TestOpsClient:
-    options.setdefault("read_timeout", 0.4)
+    # A delay fault holds its answer until the server stops; the client gives up after SHORT_TIMEOUT.
+    # Every other test keeps a generous timeout, so a loaded machine cannot turn a slow answer into a fault.
+    options.setdefault("read_timeout", 10.0)
     options.setdefault("connect_timeout", 2.0)
     return TestOpsClient(server.url, TOKEN, project_id=PROJECT, clock=clock.time, monotonic=clock.monotonic,
                          sleep=clock.sleep, log=logs if logs is not None else Logs(), rng=random.Random(7),
@@ -68,14 +72,14 @@ def refusal(call: Any) -> Refusal:
     ("status", {"status": 502}),
     ("status", {"status": 408}),
     ("status", {"status": 429}),
-    ("delay", {"delay": 3.0}),
+    ("delay", {"delay": HELD}),
     ("truncate", {}),
     ("drop", {}),
 ])
 def test_get_retries_transient_faults_then_succeeds(server: TestOpsServer, clock: FakeClock, kind: str,
                                                     options: dict[str, Any]) -> None:
     server.fail("GET", r"/testcase/101", kind, times=2, **options)
-    client = make_client(server, clock)
+    client = make_client(server, clock, read_timeout=SHORT_TIMEOUT if kind == "delay" else 10.0)
     case = client.get("/testcase/101")
     assert case["fullName"] == "suite/case-1"
     assert len(server.requests("GET", r"/testcase/101")) == 3
@@ -184,10 +188,10 @@ def test_pages_read_every_item_across_pages(server: TestOpsServer, clock: FakeCl
 
 
 @pytest.mark.parametrize("kind,options", [("status", {"status": 503}), ("status", {"status": 429}),
-                                          ("delay", {"delay": 3.0}), ("truncate", {}), ("drop", {})])
+                                          ("delay", {"delay": HELD}), ("truncate", {}), ("drop", {})])
 def test_pages_retry_a_transient_fault_on_a_later_page(server: TestOpsServer, clock: FakeClock, kind: str,
                                                        options: dict[str, Any]) -> None:
-    client = make_client(server, clock)
+    client = make_client(server, clock, read_timeout=SHORT_TIMEOUT if kind == "delay" else 10.0)
     items = client.pages("/testcase", {"projectId": PROJECT}, page_size=2)
     first = [next(items)["id"], next(items)["id"]]
     server.fail("GET", "/testcase", kind, times=1, **options)
@@ -251,7 +255,7 @@ def create_case(client: TestOpsClient, name: str = "New case") -> Any:
     ("status", {"status": 409}, "testops.http_409", False),
     ("status", {"status": 401}, "testops.auth", False),
     ("status", {"status": 502, "commit": True}, "testops.http_502", True),
-    ("delay", {"delay": 3.0}, "testops.uncertain", True),
+    ("delay", {"delay": HELD}, "testops.uncertain", True),
     ("truncate", {}, "testops.uncertain", True),
     ("drop", {}, "testops.uncertain", True),
     ("invalid_json", {}, "testops.uncertain", True),
@@ -260,7 +264,8 @@ def create_case(client: TestOpsClient, name: str = "New case") -> Any:
 def test_post_is_sent_exactly_once_whatever_the_fault(server: TestOpsServer, clock: FakeClock, kind: str,
                                                       options: dict[str, Any], code: str, committed: bool) -> None:
     server.fail("POST", "/testcase", kind, **options)
-    client = make_client(server, clock, max_response_bytes=64 * 1024)
+    client = make_client(server, clock, max_response_bytes=64 * 1024,
+                         read_timeout=SHORT_TIMEOUT if kind == "delay" else 10.0)
     before = len(server.cases)
     error = refusal(lambda: create_case(client))
     assert error.code == code and error.exit_code == 4

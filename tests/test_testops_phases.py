@@ -304,8 +304,8 @@ def test_uncertain_launch_is_reconciled_without_a_resend(launch_phases: Phases, 
 
 def test_uncertain_case_update_is_reconciled(phases: Phases, server: TestOpsServer) -> None:
     server.cases[195]["name"] = "Old title"
-    server.fail("PATCH", "/testcase/195", "delay", delay=30.0)
-    failed = phases.run("bootstrap", env={"TESTOPS_EVIDENCE_READ_TIMEOUT": "0.3"})
+    server.fail("PATCH", "/testcase/195", "delay", delay=300.0)  # held until the server stops
+    failed = phases.run("bootstrap", env={"TESTOPS_EVIDENCE_READ_TIMEOUT": "1"})
     assert failed.outputs["error-code"] == "testops.uncertain"
     assert len(mutations(server)) == 1 and not server.plans  # stopped before the plan
     result = phases.run("reconcile")

@@ -35,7 +35,7 @@ def server(clock: FakeClock) -> Iterator[TestOpsServer]:
 @pytest.fixture
 def client(server: TestOpsServer, clock: FakeClock) -> TestOpsClient:
     return TestOpsClient(server.url, TOKEN, project_id=PROJECT, sleep=clock.sleep, monotonic=clock.monotonic,
-                         read_timeout=2.0)
+                         read_timeout=10.0)
 
 
 def test_rql_subset() -> None:
