@@ -215,3 +215,13 @@ def test_a_bad_integer_input_is_refused_with_exit_2(tmp_path: Path) -> None:
     assert run.exit_code == EXIT_USAGE
     assert run.outputs["error-code"] == "input.job-run-id"
     assert "`input.job-run-id`" in run.summary
+
+
+def test_default_state_dir_in_a_docker_action_avoids_the_unmounted_host_runner_temp(tmp_path: Path) -> None:
+    # In a Docker action RUNNER_TEMP names a host folder that the container does not have.
+    env = {"RUNNER_TEMP": str(tmp_path / "host-only-temp"), "GITHUB_WORKSPACE": "/github/workspace"}
+    chosen = default_state_dir(env)
+    assert not str(chosen).startswith(str(tmp_path))
+    assert str(chosen).startswith(("/github/runner_temp", "/github/workspace"))
+    # outside a container an existing or absent RUNNER_TEMP is used as given
+    assert default_state_dir({"RUNNER_TEMP": str(tmp_path)}) == tmp_path / "testops-evidence"

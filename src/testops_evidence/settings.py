@@ -136,7 +136,19 @@ def resolve_value(name: str, cli_values: Mapping[str, Any], env: Mapping[str, st
 
 
 def default_state_dir(env: Mapping[str, str]) -> Path:
+    """Where receipts, once-markers and failure.json go when ``state-dir`` is not set.
+
+    A Docker action sees ``RUNNER_TEMP`` as a *host* path that is not mounted into its container, so a
+    state dir there would vanish with the container (and later steps could not read its once-markers).
+    Inside the container the runner mounts ``/github/runner_temp`` (newer runners) and
+    ``/github/workspace``; those are used instead, in that order.
+    """
     runner_temp = env.get("RUNNER_TEMP")
-    if runner_temp:
+    if runner_temp and (Path(runner_temp).is_dir() or env.get("GITHUB_WORKSPACE") != "/github/workspace"):
         return Path(runner_temp) / "testops-evidence"
+    if env.get("GITHUB_WORKSPACE") == "/github/workspace":
+        mounted = Path("/github/runner_temp")
+        if mounted.is_dir():
+            return mounted / "testops-evidence"
+        return Path("/github/workspace/.testops-evidence/state")
     return Path(os.getcwd()) / ".testops-evidence" / "state"
