@@ -426,3 +426,17 @@ def test_transport_tuning_from_the_environment() -> None:
         with pytest.raises(Refusal) as info:
             _env_tuning({"TESTOPS_EVIDENCE_RATE_LIMIT": bad})
         assert info.value.code == "input.testops-evidence-rate-limit"
+
+
+def test_the_environment_proxy_is_honoured_and_no_proxy_bypasses_it(server: TestOpsServer, clock: FakeClock,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as probe:  # a proxy address nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead_proxy = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setenv("HTTP_PROXY", dead_proxy)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert make_client(server, clock).get("/testcase/100")["id"] == 100
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.delenv("no_proxy", raising=False)
+    error = refusal(lambda: make_client(server, clock, max_retries=0).get("/testcase/100"))
+    assert error.code == "testops.transport"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import random
 import time
 import uuid
@@ -619,7 +620,14 @@ class TestOpsClient:
             # No urllib3-level retries at all: this class decides what may be re-sent.
             session.mount("http://", HTTPAdapter(max_retries=0))
             session.mount("https://", HTTPAdapter(max_retries=0))
-            session.trust_env = False  # no .netrc credentials, no proxy surprises from the runner env
+            # trust_env would let a ~/.netrc entry replace our Authorization header; turn it off, then take
+            # back from the environment only what self-hosted runners need: the proxy (honouring
+            # NO_PROXY) and a custom CA bundle for a TestOps behind an internal CA.
+            session.trust_env = False
+            session.proxies.update(requests.utils.get_environ_proxies(self.endpoint))
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if bundle:
+                session.verify = bundle
             self._session = session
         return self._session
 
