@@ -18,7 +18,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -319,3 +319,36 @@ class StateDir:
         """failure.json is replaced atomically (a later failure of a retried phase supersedes)."""
         self.ensure()
         return write_atomic(self.path / "failure.json", pretty_json(document))
+
+
+def hand_over(paths: list[Path], env: Mapping[str, str]) -> list[Path]:
+    """Give files that later steps read to the owner of the workspace, when we run as root.
+
+    A Docker action runs as root, while the steps around it (upload-artifact, the user's scripts) run
+    as the runner user, who could not read our 0600/0700 files. Ownership moves to the workspace's
+    owner; the private modes stay, so nobody else gains access. Links are never followed (lchown).
+    Does nothing when not root or when the workspace is root's own.
+    """
+    if os.geteuid() != 0:
+        return []
+    workspace = env.get("GITHUB_WORKSPACE")
+    if not workspace:
+        return []
+    try:
+        owner = os.stat(workspace)
+    except OSError:
+        return []
+    if owner.st_uid == 0:
+        return []
+    changed: list[Path] = []
+    for top in paths:
+        if not os.path.lexists(top):
+            continue
+        todo = [Path(top)]
+        while todo:
+            current = todo.pop()
+            os.lchown(current, owner.st_uid, owner.st_gid)
+            changed.append(current)
+            if current.is_dir() and not current.is_symlink():
+                todo.extend(current.iterdir())
+    return changed

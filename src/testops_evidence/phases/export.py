@@ -33,7 +33,7 @@ from testops_evidence.evidence.selection import (
 )
 from testops_evidence.evidence.tree import is_empty_or_absent, write_new
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import canonical_json, fsync_dir, pretty_json, sha256_bytes, write_once
+from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, pretty_json, sha256_bytes, write_once
 
 
 def in_actions(ctx: PhaseContext) -> bool:
@@ -116,6 +116,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     }
     receipt_bytes = pretty_json(receipt)
     write_once(receipt_path, receipt_bytes)
+    hand_over([results_dir, receipt_path], ctx.env)
     ctx.state.write_receipt("export.json", {
         "receipt-path": str(receipt_path), "receipt-sha256": sha256_bytes(receipt_bytes),
         "results-dir": str(results_dir), "selection-sha256": selection.digest, "counts": count_row,

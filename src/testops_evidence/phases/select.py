@@ -53,7 +53,7 @@ from testops_evidence.evidence.testplan import (
     rows_for_cases,
 )
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import read_safe_path, sha256_bytes
+from testops_evidence.safeio import hand_over, read_safe_path, sha256_bytes
 from testops_evidence.settings import parse_int
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     write_selection(path, data)
     if catalog_target is not None and catalog_bytes is not None:
         catalog_filter.write_filtered_catalog(catalog_target, catalog_bytes)
+    hand_over([p for p in (path, catalog_target) if p is not None], ctx.env)
     receipt = _receipt(contract, backend, outcome, path, digest, plan, catalog_target, catalog_bytes)
     ctx.state.write_receipt("select.json", receipt)
     headline = _headline(contract, outcome, plan)
