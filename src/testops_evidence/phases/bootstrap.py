@@ -18,19 +18,17 @@ from testops_evidence.testops.client import (
     expect_mutation_id,
     expect_mutation_object,
     expect_object,
+    testops_config,
 )
 from testops_evidence.testops.observe import marker_detail
+from testops_evidence.testops.plans import LIST_PAGE, fetch_plan, plans_named
 
 RECEIPT_SCHEMA = "testops-evidence/bootstrap-receipt/v1"
-LIST_PAGE = 500
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
-    config = contract.testops
-    if config is None:
-        raise Refusal("testops.not_configured", "bootstrap needs the contract's `testops` section",
-                      field="/testops", expected="a testops section", actual=None)
+    config = testops_config(contract, ctx.mode)
     dry_run = ctx.settings.boolean("dry-run")
     with TestOpsClient.from_context(ctx) as client:
         project_id = client.project_id
@@ -98,8 +96,7 @@ def _compare_cases(ctx: PhaseContext, client: TestOpsClient, project_id: int) ->
 def _compare_plan(client: TestOpsClient, project_id: int, plan_id: int | None, name: str,
                   case_ids: list[int]) -> PlanChange:
     if plan_id is None:
-        ids = sorted({item["id"] for item in client.pages("/testplan", {"projectId": project_id}, page_size=LIST_PAGE)
-                      if item.get("name") == name and isinstance(item.get("id"), int)})
+        ids = plans_named(client, project_id, name)
         if len(ids) > 1:
             raise Refusal("bootstrap.plan_conflict", f"{len(ids)} test plans in project {project_id} are named "
                           f"{name!r}", field="testops.plan.name", expected="at most one plan of that name",
@@ -107,11 +104,7 @@ def _compare_plan(client: TestOpsClient, project_id: int, plan_id: int | None, n
         if not ids:
             return diff_plan(None, name, case_ids, project_id)
         plan_id = ids[0]
-    plan = client.get_optional(f"/testplan/{plan_id}")
-    if plan is None:
-        raise Refusal("bootstrap.plan_missing", f"TestOps has no test plan {plan_id}", field="testops.plan.id",
-                      expected="an existing test plan", actual=plan_id)
-    return diff_plan(expect_object(plan, f"test plan {plan_id}", ("id",)), name, case_ids, project_id)
+    return diff_plan(fetch_plan(client, plan_id), name, case_ids, project_id)
 
 
 # --- changing ----------------------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ from testops_evidence.testops.client import (
     TestOpsClient,
     expect_mutation_id,
     expect_mutation_object,
-    expect_object,
+    testops_config,
 )
 from testops_evidence.testops.observe import marker_detail
+from testops_evidence.testops.plans import fetch_plan, plans_named
 
 RECEIPT_SCHEMA = "testops-evidence/launch-receipt/v1"
 STAGE = "launch"
@@ -42,20 +43,16 @@ def launch_name(ctx: PhaseContext) -> str:
 def resolve_plan(client: TestOpsClient, plan_id: int | None, plan_name: str) -> int:
     """The contract's plan id, checked to exist in the project (found by name when the contract has no id)."""
     project_id = client.project_id
+    assert project_id is not None
     if plan_id is None:
-        ids = sorted({item["id"] for item in client.pages("/testplan", {"projectId": project_id}, page_size=500)
-                      if item.get("name") == plan_name and isinstance(item.get("id"), int)})
+        ids = plans_named(client, project_id, plan_name)
         if len(ids) != 1:
             code = "bootstrap.plan_conflict" if ids else "bootstrap.plan_missing"
             raise Refusal(code, f"{len(ids)} test plans in project {project_id} are named {plan_name!r}",
                           field="testops.plan.name", expected="exactly one plan", actual=ids,
                           hint="Run `mode: bootstrap`, then put the plan id into the contract.")
         plan_id = ids[0]
-    plan = client.get_optional(f"/testplan/{plan_id}")
-    if plan is None:
-        raise Refusal("bootstrap.plan_missing", f"TestOps has no test plan {plan_id}", field="testops.plan.id",
-                      expected="an existing test plan", actual=plan_id, hint="Run `mode: bootstrap` first.")
-    plan = expect_object(plan, f"test plan {plan_id}")
+    plan = fetch_plan(client, plan_id, hint="Run `mode: bootstrap` first.")
     if plan.get("projectId") != project_id:
         raise Refusal("bootstrap.plan_conflict", f"test plan {plan_id} belongs to project {plan.get('projectId')}",
                       field="testops.plan.id", expected=f"a plan of project {project_id}",
@@ -65,10 +62,7 @@ def resolve_plan(client: TestOpsClient, plan_id: int | None, plan_name: str) -> 
 
 def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
-    config = contract.testops
-    if config is None:
-        raise Refusal("testops.not_configured", "launch needs the contract's `testops` section",
-                      field="/testops", expected="a testops section", actual=None)
+    config = testops_config(contract, ctx.mode)
     name = launch_name(ctx)
     with TestOpsClient.from_context(ctx) as client:
         plan_id = resolve_plan(client, config.plan_id, config.plan_name)

@@ -39,6 +39,7 @@ from testops_evidence.errors import Refusal
 if TYPE_CHECKING:
     import requests
 
+    from testops_evidence.contract import Contract, TestOpsConfig
     from testops_evidence.runner import PhaseContext
 
 API_PREFIXES = ("/api", "/api/rs")
@@ -55,6 +56,14 @@ Log = Callable[[str], None]
 
 def _no_log(_message: str) -> None:
     return None
+
+
+def testops_config(contract: Contract, mode: str) -> TestOpsConfig:
+    """The contract's ``testops`` section, or ``testops.not_configured``."""
+    if contract.testops is None:
+        raise Refusal("testops.not_configured", f"mode {mode} needs the contract's `testops` section (there is no "
+                      "TestOps instance to talk to)", field="/testops", expected="a testops section", actual=None)
+    return contract.testops
 
 
 # --- shape checks (shared with the phases) --------------------------------------------------------------
@@ -291,11 +300,7 @@ class TestOpsClient:
         ``TESTOPS_EVIDENCE_RATE_LIMIT``, ``TESTOPS_EVIDENCE_MAX_RETRIES``,
         ``TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES``.
         """
-        contract = ctx.contract()
-        config = contract.testops
-        if config is None:
-            raise Refusal("testops.not_configured", "the contract has no `testops` section, so there is no TestOps "
-                          "instance to talk to", field="/testops", expected="a testops section", actual=None)
+        config = testops_config(ctx.contract(), ctx.mode)
         endpoint = ctx.settings.string("testops-endpoint") or config.endpoint
         if not endpoint.startswith(("https://", "http://")) or any(c.isspace() for c in endpoint):
             raise Refusal("input.testops-endpoint", "the TestOps endpoint must be an http(s) URL",

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testops_evidence.testops.client import TestOpsClient, expect_object
+from testops_evidence.testops.plans import plans_named
 
 DONE, ABSENT, UNKNOWN = "done", "absent", "unknown"
 REPLAYABLE_METHODS = ("POST", "PATCH")
@@ -104,15 +105,9 @@ def _case_update(client: TestOpsClient, marker: Mapping[str, Any]) -> Observatio
     return Observation(UNKNOWN, f"test case {case_id} has neither the old nor the new values (changed by someone else?)")
 
 
-def _plans_named(client: TestOpsClient, project_id: int, name: str) -> list[int]:
-    ids = {item.get("id") for item in client.pages("/testplan", {"projectId": project_id}, page_size=500)
-           if item.get("name") == name}
-    return sorted(i for i in ids if isinstance(i, int))
-
-
 def _plan_create(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     project, name = int(marker["project-id"]), str(marker["name"])
-    ids = _plans_named(client, project, name)
+    ids = plans_named(client, project, name)
     if len(ids) == 1:
         return Observation(DONE, f"test plan {ids[0]} named {name!r} exists", {"plan-id": ids[0]})
     if not ids:
