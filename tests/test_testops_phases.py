@@ -418,3 +418,27 @@ def test_reconcile_refuses_to_judge_a_marker_from_another_endpoint(tmp_path: Pat
 def test_contract_document_is_valid() -> None:
     contract = contract_from_document(contract_document("http://127.0.0.1:1"))
     assert [c.testops_id for c in contract.cases] == [194, 195]
+
+
+# --- golden summaries (what operators read) -------------------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden" / "testops"
+
+
+def test_golden_summaries(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> None:
+    from helpers import assert_golden
+
+    server.cases[195]["name"] = "Old title"
+    job = server.add_job(PROJECT, "agent-evals")
+    server.add_plan(PROJECT, "Old plan name", [194, 300], id=340, job_ids=[job["id"]])
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+
+    def normal(text: str) -> str:
+        return text.replace(server.url, "<testops>").replace(str(tmp_path), "<tmp>")
+
+    assert_golden(GOLDEN / "bootstrap-dry-run-summary.md", normal(phases.run("bootstrap", **{"dry-run": "true"}).summary))
+    assert_golden(GOLDEN / "bootstrap-summary.md", normal(phases.run("bootstrap").summary))
+    server.fail("POST", "/testplan/340/run", "drop")
+    assert_golden(GOLDEN / "launch-uncertain-summary.md", normal(phases.run("launch").summary))
+    assert_golden(GOLDEN / "reconcile-summary.md", normal(phases.run("reconcile").summary))
+    assert_golden(GOLDEN / "launch-summary.md", normal(phases.run("launch", state="other").summary))

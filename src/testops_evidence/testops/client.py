@@ -410,7 +410,7 @@ class TestOpsClient:
                     raise Refusal("testops.transport", f"{method} {clean} could not reach TestOps "
                                   f"({failure.reason}); nothing was sent") from None
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"GET {clean} failed {attempt + 1} times; last: "
+                    raise Refusal("testops.transport", f"GET {clean} failed ({_attempts(attempt + 1)}); last: "
                                   f"{failure.reason}") from None
                 self._backoff(method, clean, started, attempt, None, failure.reason)
                 attempt += 1
@@ -459,7 +459,8 @@ class TestOpsClient:
         except requests.exceptions.ReadTimeout:
             raise _Transport(f"no answer within the {self.read_timeout:g} s read timeout", sent=True) from None
         except requests.exceptions.ConnectionError as exc:
-            raise _Transport(self._connection_reason(exc), sent=not _never_connected(exc)) from None
+            sent = not _never_connected(exc)
+            raise _Transport(self._connection_reason(exc, sent), sent=sent) from None
         except requests.exceptions.RequestException as exc:
             raise _Transport(f"{type(exc).__name__}", sent=True) from None
         try:
@@ -577,8 +578,8 @@ class TestOpsClient:
             except _Transport as failure:
                 # The exchange mutates nothing in TestOps, so it is retried like a GET.
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"the token exchange failed {attempt + 1} times; last: "
-                                  f"{failure.reason}") from None
+                    raise Refusal("testops.transport", f"the token exchange failed ({_attempts(attempt + 1)}); "
+                                  f"last: {failure.reason}") from None
                 self._backoff("POST", TOKEN_PATH, started, attempt, None, failure.reason)
                 attempt += 1
                 continue
@@ -636,16 +637,24 @@ class TestOpsClient:
             self._session = session
         return self._session
 
-    def _connection_reason(self, exc: Exception) -> str:
-        inner = exc.args[0] if exc.args else exc
-        reason = getattr(inner, "reason", inner)
-        return self._scrub(_short(f"{type(reason).__name__}: {reason}", 160))
+    def _connection_reason(self, exc: Exception, sent: bool) -> str:
+        """A readable cause: what happened, and the innermost error's type (its text can be noisy)."""
+        cause: Any = exc.args[0] if exc.args else exc
+        cause = getattr(cause, "reason", cause)  # urllib3 MaxRetryError -> its reason
+        if len(getattr(cause, "args", ())) == 2 and isinstance(cause.args[1], BaseException):
+            cause = cause.args[1]  # ProtocolError("Connection aborted.", RemoteDisconnected(...))
+        what = "the connection broke before an answer came" if sent else "the connection could not be opened"
+        return self._scrub(f"{what} ({type(cause).__name__})")
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
 
 
 def _never_connected(exc: Exception) -> bool:
