@@ -66,9 +66,8 @@ def status_icon(status: str) -> str:
 
 def refusal_section(refusal: Any, mode: str) -> str:
     """The summary of a refusal: code, message, field, expected versus actual, and the next step."""
-    rows = [("code", f"`{refusal.code}`"), ("message", refusal.message)]
     body = render("refusal", mode=mode, code=refusal.code, message=cell(refusal.message),
-                  exit_code=refusal.exit_code)
+                  exit_code=refusal.exit_code, consequence=_consequence(refusal.code, mode))
     if refusal.field is not None:
         rows = [("field", f"`{refusal.field}`"), ("expected", _show(refusal.expected)),
                 ("actual", _show(refusal.actual))]
@@ -76,6 +75,21 @@ def refusal_section(refusal: Any, mode: str) -> str:
     if refusal.hint:
         body += f"\n**Next step:** {refusal.hint}\n"
     return body
+
+
+# Phases that change TestOps: a refusal there may come after some changes were made.
+_MUTATING_MODES = frozenset({"bootstrap", "launch", "upload", "reconcile"})
+
+
+def _consequence(code: str, mode: str) -> str:
+    """What the refusal means for what was published, said truthfully per case."""
+    if code == "testops.uncertain":
+        return ("A change may or may not have reached TestOps; it is **not** re-sent automatically. "
+                "Run `mode: reconcile` with the same state directory to find out.")
+    if mode in _MUTATING_MODES:
+        return ("Changes this step completed before the refusal are recorded as once-markers and "
+                "done-records in the state directory; `mode: reconcile` reviews any left uncertain.")
+    return "Nothing was published by this step."
 
 
 def _show(value: Any) -> str:
