@@ -35,6 +35,15 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
+def encodable(text: str) -> str:
+    """``text`` with code points UTF-8 cannot encode (lone surrogates) shown as ``\\udXXX`` escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def format_output_value(value: Any) -> str:
     """Outputs are strings; structured values become one-line JSON, booleans ``true``/``false``."""
     if isinstance(value, bool):
@@ -79,9 +88,12 @@ class Runtime:
             self._out.flush()
 
     def scrub(self, text: str) -> str:
+        """What may leave the process: masks applied, and text that UTF-8 can encode. A lone surrogate
+        (``"\\ud800"`` in a JSON input) would otherwise raise while the output, summary or failure.json
+        is written, and the refusal that names the bad value would crash instead of being reported."""
         for secret in self._masks:
             text = text.replace(secret, "***")
-        return text
+        return encodable(text)
 
     # --- logging -----------------------------------------------------------------------------------
     def log(self, message: str) -> None:

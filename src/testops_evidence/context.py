@@ -13,7 +13,6 @@ Three sources, in falling order of trust:
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import read_safe_path
+from testops_evidence.safeio import loads_json, read_safe_path
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 ID_RE = re.compile(r"^[1-9][0-9]{0,17}$")
@@ -211,7 +210,7 @@ def read_event(env: Mapping[str, str]) -> dict[str, Any]:
         raise Refusal("guard.event_file", f"the event file cannot be read safely: {exc.message}",
                       field="GITHUB_EVENT_PATH", expected=exc.expected, actual=exc.actual) from None
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Refusal("guard.event_file", f"the event file is not UTF-8 JSON ({type(exc).__name__})",
                       field="GITHUB_EVENT_PATH", expected="a JSON object", actual=f"{len(data)} bytes") from None

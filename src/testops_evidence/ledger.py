@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import pretty_json, read_safe_path, sha256_bytes, write_atomic
+from testops_evidence.safeio import loads_json, pretty_json, read_safe_path, sha256_bytes, write_atomic
 
 SCHEMA = "testops-evidence/ledger/v1"
 LEDGER_LIMIT = 256 * 1024 * 1024
@@ -82,7 +82,7 @@ class Ledger:
         import json
 
         try:
-            document = json.loads(data.decode("utf-8"))
+            document = loads_json(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise _invalid(source, f"is not UTF-8 JSON ({type(exc).__name__})", expected="UTF-8 JSON") from None
         from testops_evidence.contract import schema_errors

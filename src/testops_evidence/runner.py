@@ -175,7 +175,8 @@ def _scrub_document(value: Any, runtime: Runtime) -> Any:
     if isinstance(value, str):
         return runtime.scrub(value)
     if isinstance(value, dict):
-        return {k: _scrub_document(v, runtime) for k, v in value.items()}
+        # Keys too: a refusal's expected/actual may be a document whose keys came from untrusted input.
+        return {_scrub_document(k, runtime): _scrub_document(v, runtime) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub_document(v, runtime) for v in value]
     return value

@@ -172,9 +172,46 @@ def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:
     return read_safe(p.parent if str(p.parent) else ".", p.name, limit=limit)
 
 
+# A JSON `\u` escape of a UTF-16 surrogate (D800-DFFF); only a lone one is a problem (a pair decodes to
+# one character), so a match is the cue to look at the decoded strings, not a refusal by itself.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """True if a string or key of a JSON-like value holds a lone surrogate, which UTF-8 cannot encode."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def loads_json(text: str, **options: Any) -> Any:
+    """``json.loads`` for untrusted text that also refuses lone surrogate escapes (``"\\ud800"``).
+
+    Python decodes such an escape into a string that can never be written back as UTF-8, so a document
+    holding one would be accepted here and fail later, far from its source (writing a receipt, a ledger,
+    a summary). It is raised as ``json.JSONDecodeError``, so each caller's handling of bad JSON applies.
+    """
+    value = json.loads(text, **options)
+    match = _SURROGATE_ESCAPE.search(text)
+    if match is not None and has_lone_surrogate(value):
+        raise json.JSONDecodeError("a \\u escape is a lone UTF-16 surrogate, not a character", text, match.start())
+    return value
+
+
 def parse_json_bytes(data: bytes, what: str) -> Any:
     try:
-        return json.loads(data.decode("utf-8"))
+        return loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise Refusal("io.invalid_json", f"{what} is not valid UTF-8 JSON ({type(exc).__name__})") from None
 

@@ -23,7 +23,7 @@ from typing import Any
 # _unique_keys: json.loads would keep the last of two equal keys; a plan must not silently lose a field.
 from testops_evidence.contract import Case, Contract, _unique_keys
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import read_safe_path
+from testops_evidence.safeio import loads_json, read_safe_path
 
 PLAN_VERSION = "1.0"
 STANDING_PLAN_LIMIT = 16 * 1024 * 1024
@@ -70,7 +70,7 @@ def parse_standing_plan(data: bytes) -> tuple[PlanRow, ...]:
     """Parse ``testplan.json`` bytes. Refuses ``selection.standing_plan`` (shape) and
     ``selection.duplicate_case`` (an id or selector listed twice)."""
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
+        document = loads_json(data.decode("utf-8"), object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:  # also: bad UTF-8, duplicate keys, 4300+ digit numbers
         raise _standing(f"not valid UTF-8 JSON ({type(exc).__name__.lstrip('_')})", "/", "a JSON object",
                         None) from None

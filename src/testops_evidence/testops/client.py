@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.safeio import loads_json
 
 if TYPE_CHECKING:
     import requests
@@ -504,7 +505,7 @@ class TestOpsClient:
         if not answer.body.strip():
             return None
         try:
-            return json.loads(answer.body.decode("utf-8"))
+            return loads_json(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             reason = f"the answer to {method} {clean} is not UTF-8 JSON ({type(exc).__name__})"
             if method in MUTATING:
@@ -597,7 +598,7 @@ class TestOpsClient:
                 raise self._status_refusal("POST", TOKEN_PATH, answer, attempts=attempt + 1)
             break
         try:
-            body = json.loads(answer.body.decode("utf-8"))
+            body = loads_json(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise Refusal("testops.response_invalid", "the token exchange answer is not JSON") from None
         token = body.get("access_token") if isinstance(body, dict) else None

@@ -1,0 +1,309 @@
+"""Fuzz every parser of untrusted files and documents, from the bytes through the checks that consume the
+parsed value: only a reportable Refusal may come out (fuzzing.py states the invariant and the profiles).
+
+Targets (names used in docs/security.md): event-file, runner-environment, contract-yaml, contract-json,
+standing-plan, job-run-plan, job-run-env, cell-result, junit-xml, allure-results, artifact-zip,
+selection, export-receipt, ledger, github-run, github-artifact, testops-page.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+import zipfile
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reliability import corpus
+from reliability.fuzzing import (
+    INTERESTING_STRINGS,
+    Targets,
+    document_bytes,
+    fuzz_settings,
+    json_bytes,
+    json_values,
+    mutated_bytes,
+    mutated_json,
+)
+from testops_evidence.context import env_context, read_event
+from testops_evidence.contract import contract_from_document, parse_contract_bytes
+from testops_evidence.evidence.adapters import build_cell
+from testops_evidence.evidence.adapters.allure_results import parse_results
+from testops_evidence.evidence.adapters.junit import parse_junit
+from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+from testops_evidence.evidence.cells import adapted_cell, bind_cells, cell_from_bytes, verdict
+from testops_evidence.evidence.receipt import bind_receipt, receipt_from_bytes
+from testops_evidence.evidence.selection import load_selection, validate_against
+from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
+from testops_evidence.github_run import artifact_from_json, next_link, rest_context, run_from_json
+from testops_evidence.ledger import Ledger
+from testops_evidence.safeio import sha256_bytes
+from testops_evidence.testops.client import parse_page
+from testops_evidence.testops.jobrun_env import parse_job_run_env
+
+# --- GitHub run context -------------------------------------------------------------------------------
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_event_file(fuzz: Targets, tmp_path: Path, data: st.DataObject) -> None:
+    target = fuzz.target("event-file")
+    raw = data.draw(document_bytes(corpus.event_payload()))
+    path = tmp_path / "event.json"
+    path.write_bytes(raw)
+    env = {**corpus.env(), "GITHUB_EVENT_PATH": str(path)}
+    run = run_from_json(corpus.run_document())
+    with target.example("guard"):
+        rest_context(env, read_event(env), run)
+
+
+GITHUB_VARIABLES = ("GITHUB_REPOSITORY", "GITHUB_WORKFLOW_REF", "GITHUB_SHA", "GITHUB_RUN_ID", "GITHUB_RUN_NUMBER",
+                    "GITHUB_RUN_ATTEMPT", "GITHUB_EVENT_NAME", "GITHUB_ACTOR_ID", "GITHUB_REF", "GITHUB_REF_NAME",
+                    "GITHUB_REPOSITORY_ID")
+
+
+@fuzz_settings()
+@given(changes=st.dictionaries(st.sampled_from(GITHUB_VARIABLES),
+                               st.one_of(st.text(max_size=60), st.sampled_from(INTERESTING_STRINGS)), max_size=3),
+       removed=st.sets(st.sampled_from(GITHUB_VARIABLES), max_size=2))
+def test_fuzz_runner_environment(fuzz: Targets, changes: dict[str, str], removed: set[str]) -> None:
+    # A step can write GITHUB_ENV, so the runner's variables are bound to REST, never trusted alone.
+    target = fuzz.target("runner-environment")
+    env = {k: v for k, v in {**corpus.env(), **changes}.items() if k not in removed}
+    with target.example("guard"):
+        env_context(env)
+        rest_context(env, corpus.event_payload(), run_from_json(corpus.run_document()))
+
+
+@fuzz_settings()
+@given(raw=mutated_json(corpus.run_document()))
+def test_fuzz_github_run(fuzz: Targets, raw: object) -> None:
+    target = fuzz.target("github-run")
+    with target.example("guard"):
+        if not isinstance(raw, dict):
+            return  # github_run refuses a non-object body before run_from_json (github-http covers it)
+        rest_context(corpus.env(), corpus.event_payload(), run_from_json(raw))
+
+
+@fuzz_settings()
+@given(raw=mutated_json(corpus.artifact_document()), link=st.one_of(st.text(max_size=200), st.sampled_from((
+    '<https://api.github.com/x?page=2>; rel="next"', "<>; rel=next", '<a>;rel="next", <b>; rel="last"', ","))))
+def test_fuzz_github_artifact(fuzz: Targets, raw: object, link: str) -> None:
+    target = fuzz.target("github-artifact")
+    next_link(link)
+    with target.example("import"):
+        if isinstance(raw, dict):
+            artifact_from_json(raw).to_json()
+
+
+# --- contract --------------------------------------------------------------------------------------------
+
+HOSTILE_YAML = (
+    b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+    b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n",
+    b"!!python/object/apply:os.system ['true']\n",
+    b"version: !!binary aGVsbG8=\n",
+    b"<<: {version: 1}\ncampaign: x\n",
+    b"--- 1\n--- 2\n",
+    b"[" * 5000 + b"]" * 5000,
+    b"a: 2001-12-14t21:59:43.10-05:00\nb: .nan\nc: 0o777\nd: !!set {x}\n",
+    b"\xef\xbb\xbfversion: 1\n",
+    b"key: \"\\ud800\"\n",
+)
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_contract_yaml(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("contract-yaml")
+    seed = (corpus.EXAMPLES / "contract.yml").read_bytes()
+    raw = data.draw(st.one_of(mutated_bytes(seed, max_mutations=3), st.sampled_from(HOSTILE_YAML),
+                              mutated_json(corpus.example_contract().document).map(json_bytes)))
+    with target.example("check"):
+        contract_from_document(parse_contract_bytes(raw, "contract.yml"))
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_contract_json(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("contract-json")
+    raw = data.draw(document_bytes(corpus.example_contract().document))
+    with target.example("check"):
+        contract_from_document(parse_contract_bytes(raw, "contract.json"))
+
+
+# --- plans ------------------------------------------------------------------------------------------------
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_standing_plan(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("standing-plan")
+    raw = data.draw(document_bytes(json.loads(corpus.read_example("testplan.json"))))
+    with target.example("select"):
+        match_rows(parse_standing_plan(raw), corpus.example_contract(), where="standing plan")
+
+
+@fuzz_settings()
+@given(value=st.one_of(mutated_json(corpus.jobrun_plan()), json_values))
+def test_fuzz_job_run_plan(fuzz: Targets, value: object) -> None:
+    target = fuzz.target("job-run-plan")
+    with target.example("select"):
+        match_rows(parse_jobrun_plan(value), corpus.example_contract(), where="job run plan")
+
+
+@fuzz_settings()
+@given(raw=st.one_of(mutated_bytes(corpus.JOBRUN_ENV, max_mutations=6), st.binary(max_size=300),
+                     st.lists(st.text(max_size=40), max_size=8).map(lambda lines: "\n".join(lines).encode(
+                         "utf-8", "surrogatepass"))))
+def test_fuzz_job_run_env(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("job-run-env")
+    with target.example("select"):
+        env = parse_job_run_env(raw)
+        for value in (env.job_run_id, env.launch_id, env.project_id):
+            assert value is None or value > 0
+        assert "ALLURE_TOKEN" not in env.variables
+
+
+# --- evidence ---------------------------------------------------------------------------------------------
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_cell_result(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("cell-result")
+    raw = data.draw(document_bytes(corpus.cell_document()))
+    contract = corpus.contract()
+    with target.example("export"):
+        cell = cell_from_bytes(raw, "cells/fuzzed.json")
+        bound = bind_cells([cell], selected=contract.cases, head_sha=corpus.env()["GITHUB_SHA"],
+                           profile=contract.profile)
+        for case in contract.cases:
+            verdict(bound.get(case.key), case)
+
+
+HOSTILE_XML = (
+    b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]><testsuite>&b;</testsuite>',
+    b'<!DOCTYPE x SYSTEM "file:///etc/passwd"><testsuite/>',
+    b"<testsuite>" * 200 + b"</testsuite>" * 200,
+    b'<?xml version="1.0" encoding="utf-16"?><testsuite/>',
+    b'<?xml version="1.0" encoding="x-unknown"?><testsuite/>',
+    b'<testsuite timestamp="9999-12-31T23:59:59" time="1e300"><testcase name="t" time="-5"/></testsuite>',
+    b'<testsuite timestamp="0001-01-01T00:00:00"><testcase name="tool-called" time="nan"/></testsuite>',
+    b'<testsuites><testsuite><testcase name="x"><failure message="\xff"/></testcase></testsuite></testsuites>',
+)
+
+
+def adapt(case_key: str, outcomes: list, inputs: list[tuple[str, str]]) -> None:
+    case = corpus.example_contract().case(case_key)
+    document = build_cell(case, outcomes, source_sha=corpus.env()["GITHUB_SHA"],
+                          profile=corpus.example_contract().profile, inputs=inputs, fallback_time=1_796_119_500.0,
+                          origin="fuzz")
+    adapted_cell(document, case_key, inputs, "fuzz")
+
+
+@fuzz_settings()
+@given(raw=st.one_of(mutated_bytes(corpus.junit_report(), max_mutations=6), st.sampled_from(HOSTILE_XML),
+                     st.binary(max_size=200)))
+def test_fuzz_junit_xml(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("junit-xml")
+    with target.example("export"):
+        adapt("company-credential-approval", parse_junit(raw, "junit.xml"), [("junit.xml", sha256_bytes(raw))])
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_allure_results(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("allure-results")
+    files = [(name, data.draw(document_bytes(json.loads(raw)))) for name, raw in corpus.allure_results()]
+    with target.example("export"):
+        adapt("hire-agent-approval", parse_results(files), [(name, sha256_bytes(raw)) for name, raw in files])
+
+
+# Hostile entry names and attributes an artifact zip can carry.
+ZIP_NAMES = ("results/exec-1/result.json", "results/../../etc/x", "/etc/passwd", "results/a\\..\\b", "results/",
+             "results//x", "C:/x", "results/\x00x", "results/" + "n" * 300, "results/é.json", "./results/x",
+             "results/exec-1/result.json")
+
+
+@st.composite
+def hostile_zip(draw: st.DrawFn) -> bytes:
+    entries = draw(st.lists(st.tuples(st.sampled_from(ZIP_NAMES), st.binary(max_size=64),
+                                      st.sampled_from(("file", "symlink", "dir", "fifo"))), min_size=1, max_size=5))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        warnings.simplefilter("ignore")  # "Duplicate name": duplicates are the point
+        for name, content, kind in entries:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = {"file": 0o100644, "symlink": 0o120777, "dir": 0o040755,
+                                  "fifo": 0o010644}[kind] << 16
+            try:
+                archive.writestr(info, content)
+            except ValueError:
+                continue  # zipfile itself refuses some names (NUL): nothing to write
+    return buffer.getvalue()
+
+
+@fuzz_settings()
+@given(raw=st.one_of(mutated_bytes(corpus.artifact_zip(), max_mutations=5), hostile_zip(), st.binary(max_size=300)))
+def test_fuzz_artifact_zip(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("artifact-zip")
+    with target.example("import"):
+        archive = extract_zip(raw, prefix="results/", limits=ArchiveLimits(max_entries=50, ratio_floor=1024))
+        for item in archive.under("results/"):
+            assert sha256_bytes(item.data) == item.sha256
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_selection(fuzz: Targets, tmp_path: Path, data: st.DataObject) -> None:
+    # The worker re-hashes the bytes; the fuzzed bytes travel with their own digest, as a compromised
+    # select job (or a replayed artifact with its output) would send them.
+    target = fuzz.target("selection")
+    exported = corpus.exported()
+    raw = data.draw(document_bytes(json.loads(exported.selection)))
+    path = tmp_path / "selection.json"
+    path.write_bytes(raw)
+    with target.example("verify-selection"):
+        selection = load_selection(path, sha256_bytes(raw))
+        validate_against(selection, corpus.contract(), env_context(corpus.env()))
+        assert selection.count == len(selection.keys) and selection.backend in ("files", "testops")
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_export_receipt(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("export-receipt")
+    contract = corpus.contract()
+    raw = data.draw(document_bytes(json.loads(corpus.exported().receipt)))
+    with target.example("upload"):
+        receipt = receipt_from_bytes(raw, "allure-results-receipt.json")
+        bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest,
+                     live=env_context(corpus.env()).binding_fields(), backend="files")
+        assert receipt.counts["total"] == len(receipt.results)
+        assert len(receipt.expected_files()) == len(receipt.document["files"]) + 2 * len(receipt.results)
+
+
+@fuzz_settings()
+@given(data=st.data())
+def test_fuzz_ledger(fuzz: Targets, data: st.DataObject) -> None:
+    target = fuzz.target("ledger")
+    raw = data.draw(document_bytes(json.loads(corpus.ledger_bytes())))
+    with target.example("import"):
+        ledger = Ledger.parse(raw, "ledger.json")
+        for n in (2, 4):  # one duplicate of a recorded import, one new
+            ledger.add_import(*corpus.ledger_record(n))
+        Ledger.parse(ledger.to_bytes())
+
+
+@fuzz_settings()
+@given(value=st.one_of(mutated_json(corpus.page_document([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])),
+                       json_values))
+def test_fuzz_testops_page(fuzz: Targets, value: object) -> None:
+    target = fuzz.target("testops-page")
+    with target.example("select"):
+        page = parse_page(value, "page 0 of /testcase", 0)
+        assert all(isinstance(item, dict) for item in page.content)
