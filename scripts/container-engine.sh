@@ -59,7 +59,7 @@ start() {
     # firewall or interfaces, and nothing is reachable but what the host itself reaches.
     nohup dockerd --data-root "$DATA" --exec-root "$RUN/exec" --pidfile "$RUN/dockerd.pid" \
       -H "unix://$SOCKET" --iptables=false --ip6tables=false --ip-masq=false --bridge=none \
-      --userland-proxy=false >"$RUN/dockerd.log" 2>&1 &
+      --userland-proxy=false >"$RUN/dockerd.log" 2>&1 9>&- &
     for _ in $(seq 1 60); do
       running && break
       if ! kill -0 "$!" 2>/dev/null; then
@@ -106,10 +106,18 @@ stop() {
   rm -rf "$RUN"
 }
 
+locked() {
+  # One engine per machine: concurrent callers (parallel test workers, two CI checkouts) queue here.
+  mkdir -p "$(dirname "$RUN")"
+  exec 9>"$RUN.lock"
+  flock 9
+  "$@"
+}
+
 case "${1:-}" in
-  start) start ;;
-  base) base ;;
-  stop) stop ;;
+  start) locked start ;;
+  base) locked base ;;
+  stop) locked stop ;;
   client) install_engine; echo "$ENGINE/usr/bin/docker" ;;
   docker) shift; docker_cli "$@" ;;
   *) die "usage: $0 start | base | stop | client | docker <args>" ;;

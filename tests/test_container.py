@@ -11,6 +11,9 @@ input as ``INPUT_<NAME>`` (hyphens kept, defaults applied) and the job's environ
 The campaign is the example contract on the files backend: guard and select bind to the run through
 the GitHub REST test server (host network), a worker verifies the selection, export projects cell
 results, upload publishes and verify proves it. Skips, with the reason, where no engine can start.
+
+One test function on purpose: under pytest-xdist a second test could land on another worker, which
+would start (and later stop) the same private engine concurrently.
 """
 
 from __future__ import annotations
@@ -229,8 +232,7 @@ def test_the_image_runs_a_files_campaign_as_the_runner_runs_it(runner: Runner) -
         assert TOKEN not in step.summary and TOKEN not in json.dumps(step.outputs)
     assert all(record.authorization for record in runner.github.requests_to("run"))
 
-
-def test_the_image_refuses_a_missing_mode_with_a_coded_usage_error(runner: Runner) -> None:
-    step = runner.step("misconfigured", {})
-    assert (step.exit_code, step.outputs) == (2, {"error-code": "input.mode"})
-    assert "input.mode" in step.summary and "::error title=input.mode::" in step.log
+    # A step without a mode is a coded usage refusal, as the release workflow's smoke test expects.
+    missing = runner.step("misconfigured", {})
+    assert (missing.exit_code, missing.outputs) == (2, {"error-code": "input.mode"})
+    assert "input.mode" in missing.summary and "::error title=input.mode::" in missing.log
