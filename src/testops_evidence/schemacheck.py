@@ -1,0 +1,260 @@
+"""A fast yes/no JSON Schema check for the keyword subset our schemas use; jsonschema explains failures.
+
+Validating *valid* documents is the hot path: a 10,000-case export validates 10,000 cell results, the
+contract and the selection, and jsonschema's general validator (it builds a validator per subschema per
+value) spent about 1 ms per cell — half of the export (benchmarks/run.py --only export). So a schema is
+compiled once into nested closures that answer only "valid or not"; when the answer is "not", the
+caller runs jsonschema, which produces the error with its pointer as before. The closures implement
+the Draft 2020-12 semantics of each keyword *exactly* as jsonschema does (integers include 1.0, booleans
+are not numbers, ``enum``/``const``/``uniqueItems`` use jsonschema's equality where ``True != 1``,
+``pattern`` is ``re.search``), so a ``True`` here means jsonschema reports nothing. A schema with any
+keyword outside the subset is not compiled (:func:`compile_schema` returns ``None``) and is left to
+jsonschema alone. A property test compares the two on random schemas and documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Check = Callable[[Any], bool]
+
+# Keywords that only annotate: they never make a document invalid.
+_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
+                          "deprecated", "readOnly", "writeOnly", "$defs", "definitions"})
+_SUPPORTED = frozenset({"type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
+                        "properties", "required", "additionalProperties", "propertyNames", "minProperties",
+                        "maxProperties", "items", "minItems", "maxItems", "uniqueItems", "oneOf", "anyOf",
+                        "allOf", "not", "$ref"}) | _ANNOTATIONS
+
+
+class Unsupported(Exception):
+    """The schema uses a keyword (or a form of one) this checker does not implement."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and value.is_integer()
+
+
+_TYPES: dict[str, Check] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": _is_integer,
+    "number": _is_number,
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def json_equal(one: Any, two: Any) -> bool:
+    """jsonschema's equality: booleans are not numbers, 1 == 1.0, containers compared deeply."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, list) and isinstance(two, list):
+        return len(one) == len(two) and all(json_equal(a, b) for a, b in zip(one, two, strict=True))
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(json_equal(one[k], two[k]) for k in one)
+    if isinstance(one, bool) or isinstance(two, bool):
+        return isinstance(one, bool) and isinstance(two, bool) and one == two
+    if isinstance(one, list | dict) or isinstance(two, list | dict):
+        return False
+    return bool(one == two)
+
+
+def _unique(items: list[Any]) -> bool:
+    if all(isinstance(item, str) for item in items):
+        return len(set(items)) == len(items)
+    return not any(json_equal(items[i], items[j]) for i in range(len(items)) for j in range(i + 1, len(items)))
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Check | None:
+    """A predicate equal to "jsonschema reports no error", or ``None`` if the schema is outside the subset."""
+    try:
+        return _Compiler(schema).compile(schema)
+    except Unsupported:
+        return None
+
+
+class _Compiler:
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.refs: dict[str, Check] = {}
+
+    def compile(self, schema: Any) -> Check:
+        if schema is True:
+            return lambda _v: True
+        if schema is False:
+            return lambda _v: False
+        if not isinstance(schema, Mapping):
+            raise Unsupported(repr(schema))
+        unknown = set(schema) - _SUPPORTED
+        if unknown:
+            raise Unsupported(", ".join(sorted(unknown)))
+        checks: list[Check] = []
+        for keyword in schema:
+            if keyword not in _ANNOTATIONS:
+                checks.append(getattr(self, "_k_" + keyword.lstrip("$"))(schema[keyword], schema))
+        if not checks:
+            return lambda _v: True
+        if len(checks) == 1:
+            return checks[0]
+        if len(checks) == 2:
+            first, second = checks
+            return lambda v: first(v) and second(v)
+
+        def every(v: Any) -> bool:
+            for check in checks:  # noqa: SIM110 - a plain loop: this runs millions of times per export
+                if not check(v):
+                    return False
+            return True
+        return every
+
+    # --- any type ---------------------------------------------------------------------------------
+    def _k_type(self, value: Any, _schema: Any) -> Check:
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names or any(n not in _TYPES for n in names):
+            raise Unsupported(f"type {value!r}")
+        tests = [_TYPES[n] for n in names]
+        if len(tests) == 1:
+            return tests[0]
+        return lambda v: any(t(v) for t in tests)
+
+    def _k_enum(self, value: Any, _schema: Any) -> Check:
+        if not isinstance(value, list):
+            raise Unsupported("enum")
+        strings = frozenset(v for v in value if isinstance(v, str))
+        others = [v for v in value if not isinstance(v, str)]
+        return lambda v: (v in strings) if isinstance(v, str) else any(json_equal(v, o) for o in others)
+
+    def _k_const(self, value: Any, _schema: Any) -> Check:
+        return lambda v: json_equal(v, value)
+
+    def _k_not(self, value: Any, _schema: Any) -> Check:
+        inner = self.compile(value)
+        return lambda v: not inner(v)
+
+    def _k_oneOf(self, value: Any, _schema: Any) -> Check:
+        subs = self._list(value)
+        return lambda v: sum(1 for s in subs if s(v)) == 1
+
+    def _k_anyOf(self, value: Any, _schema: Any) -> Check:
+        subs = self._list(value)
+        return lambda v: any(s(v) for s in subs)
+
+    def _k_allOf(self, value: Any, _schema: Any) -> Check:
+        subs = self._list(value)
+        return lambda v: all(s(v) for s in subs)
+
+    def _list(self, value: Any) -> list[Check]:
+        if not isinstance(value, list) or not value:
+            raise Unsupported("empty or non-list combinator")
+        return [self.compile(s) for s in value]
+
+    def _k_ref(self, value: Any, _schema: Any) -> Check:
+        if not isinstance(value, str) or not value.startswith("#/"):
+            raise Unsupported(f"$ref {value!r}")
+        if value not in self.refs:
+            node: Any = self.root
+            for part in value[2:].split("/"):
+                part = part.replace("~1", "/").replace("~0", "~")
+                if not isinstance(node, Mapping) or part not in node:
+                    raise Unsupported(f"$ref {value!r}")
+                node = node[part]
+            self.refs[value] = lambda _v: False  # placeholder; a recursive $ref resolves through the dict below
+            compiled = self.compile(node)
+            self.refs[value] = compiled
+        refs = self.refs
+        return lambda v: refs[value](v)
+
+    # --- strings ----------------------------------------------------------------------------------
+    def _k_pattern(self, value: Any, _schema: Any) -> Check:
+        import re
+
+        search = re.compile(value).search
+        return lambda v: not isinstance(v, str) or search(v) is not None
+
+    def _k_minLength(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, str) or len(v) >= value
+
+    def _k_maxLength(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, str) or len(v) <= value
+
+    # --- numbers ----------------------------------------------------------------------------------
+    # Written as jsonschema writes them (``instance < minimum`` fails), so NaN behaves the same.
+    def _k_minimum(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not _is_number(v) or not v < value
+
+    def _k_maximum(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not _is_number(v) or not v > value
+
+    # --- objects ----------------------------------------------------------------------------------
+    def _k_properties(self, value: Any, _schema: Any) -> Check:
+        if not isinstance(value, Mapping):
+            raise Unsupported("properties")
+        props = {name: self.compile(sub) for name, sub in value.items()}
+
+        def check(v: Any) -> bool:
+            if not isinstance(v, dict):
+                return True
+            for name, sub in props.items():  # noqa: SIM110 - as in every()
+                if name in v and not sub(v[name]):
+                    return False
+            return True
+        return check
+
+    def _k_required(self, value: Any, _schema: Any) -> Check:
+        names = frozenset(value)
+        return lambda v: not isinstance(v, dict) or names <= v.keys()
+
+    def _k_additionalProperties(self, value: Any, schema: Any) -> Check:
+        known = frozenset(schema.get("properties", {}))
+        if value is False:
+            return lambda v: not isinstance(v, dict) or v.keys() <= known
+        extra = self.compile(value)
+        return lambda v: not isinstance(v, dict) or all(extra(x) for k, x in v.items() if k not in known)
+
+    def _k_propertyNames(self, value: Any, _schema: Any) -> Check:
+        names = self.compile(value)
+        return lambda v: not isinstance(v, dict) or all(names(k) for k in v)
+
+    def _k_minProperties(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, dict) or len(v) >= value
+
+    def _k_maxProperties(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, dict) or len(v) <= value
+
+    # --- arrays -----------------------------------------------------------------------------------
+    def _k_items(self, value: Any, _schema: Any) -> Check:
+        if not isinstance(value, Mapping | bool):
+            raise Unsupported("items as a list (prefixItems)")
+        item = self.compile(value)
+
+        def check(v: Any) -> bool:
+            if isinstance(v, list):
+                for x in v:
+                    if not item(x):
+                        return False
+            return True
+        return check
+
+    def _k_minItems(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, list) or len(v) >= value
+
+    def _k_maxItems(self, value: Any, _schema: Any) -> Check:
+        return lambda v: not isinstance(v, list) or len(v) <= value
+
+    def _k_uniqueItems(self, value: Any, _schema: Any) -> Check:
+        if value is not True:
+            return lambda _v: True
+        return lambda v: not isinstance(v, list) or _unique(v)

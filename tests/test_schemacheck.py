@@ -1,0 +1,157 @@
+"""The compiled schema check agrees with jsonschema exactly: on random schemas of the keyword subset with
+random instances, and on our own schemas with valid documents mutated at random places."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from evidence_support import actions_env, cell, example_contract, small_contract
+from import_builders import Cell, definition_document, host_document, intent_document, result_document
+from testops_evidence.context import env_context
+from testops_evidence.contract import load_schema, schema_errors
+from testops_evidence.evidence.selection import build_selection
+from testops_evidence.schemacheck import compile_schema, json_equal
+
+# --- random schemas and instances ------------------------------------------------------------------
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 1.5, -2.0]),
+                    st.sampled_from(["", "a", "ab", "A1", "a.b", "-", "x" * 5]))
+json_values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), inner, max_size=4)),
+    max_leaves=12)
+type_names = st.sampled_from(["string", "integer", "number", "boolean", "object", "array", "null"])
+small_int = st.integers(0, 3)
+
+
+def keyword_schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    keywords: dict[str, st.SearchStrategy[Any]] = {
+        "type": st.one_of(type_names, st.lists(type_names, min_size=1, max_size=3, unique=True)),
+        "enum": st.lists(scalars, min_size=1, max_size=4),
+        "const": json_values,
+        "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^[a-z.]{1,3}$", "^$"]),
+        "minLength": small_int, "maxLength": small_int,
+        "minimum": st.sampled_from([0, 1, 1.5, -1]), "maximum": st.sampled_from([0, 1, 2.5]),
+        "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+        "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
+        "additionalProperties": st.one_of(st.booleans(), inner),
+        "propertyNames": inner,
+        "minProperties": small_int, "maxProperties": small_int,
+        "items": inner,
+        "minItems": small_int, "maxItems": small_int,
+        "uniqueItems": st.booleans(),
+        "oneOf": st.lists(inner, min_size=1, max_size=3),
+        "anyOf": st.lists(inner, min_size=1, max_size=3),
+        "allOf": st.lists(inner, min_size=1, max_size=2),
+        "not": inner,
+        "description": st.just("annotations never invalidate"),
+    }
+    return st.lists(st.sampled_from(sorted(keywords)), min_size=1, max_size=4, unique=True).flatmap(
+        lambda names: st.fixed_dictionaries({name: keywords[name] for name in names}))
+
+
+schemas = st.recursive(st.one_of(st.booleans(), st.fixed_dictionaries({"type": type_names})),
+                       keyword_schemas, max_leaves=6)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=schemas, instance=json_values)
+def test_random_schemas_agree_with_jsonschema(schema: Any, instance: Any) -> None:
+    check = compile_schema(schema) if isinstance(schema, dict) else compile_schema({"allOf": [schema]})
+    assert check is not None
+    assert check(instance) == Draft202012Validator(schema).is_valid(instance)
+
+
+@given(one=json_values, two=json_values)
+def test_equality_is_jsonschemas(one: Any, two: Any) -> None:
+    from jsonschema._utils import equal
+
+    assert json_equal(one, two) == equal(one, two)
+
+
+def test_a_schema_outside_the_subset_is_left_to_jsonschema() -> None:
+    assert compile_schema({"type": "string", "format": "date-time"}) is None
+    assert compile_schema({"patternProperties": {"^a": {}}}) is None
+    assert compile_schema({"$ref": "https://example.com/other.json"}) is None
+
+
+def test_a_recursive_reference_is_followed() -> None:
+    schema = {"$defs": {"node": {"type": "object", "additionalProperties": False,
+                                 "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}}},
+              "$ref": "#/$defs/node"}
+    check = compile_schema(schema)
+    assert check is not None
+    assert check({"v": 1, "next": {"v": 2, "next": {}}})
+    assert not check({"v": 1, "next": {"v": "2"}})
+
+
+# --- our schemas, on valid documents mutated at random ---------------------------------------------------
+
+def _documents() -> list[tuple[str, Any]]:
+    contract = example_contract()
+    small = small_contract()
+    selection = build_selection(small, env_context(actions_env()), list(small.cases), backend="files",
+                                source="contract")
+    cells = [Cell("exec-1")]
+    return [
+        ("contract", dict(contract.document)),
+        ("selection", selection),
+        ("cell-result", cell(small, "get-task-context")),
+        ("import-intent", intent_document(cells)),
+        ("remote-result", result_document(cells[0])),
+        ("remote-host", host_document(cells)),
+        ("remote-definition", definition_document(cells[0])),
+    ]
+
+
+DOCUMENTS = _documents()
+CHECKS = {name: compile_schema(load_schema(name)) for name, _ in DOCUMENTS}
+VALIDATORS = {name: Draft202012Validator(load_schema(name)) for name, _ in DOCUMENTS}
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:3]):
+            found += _paths(item, (*prefix, index))
+    return found
+
+
+def test_every_schema_of_ours_compiles_and_accepts_its_example() -> None:
+    for name, document in DOCUMENTS:
+        check = CHECKS[name]
+        assert check is not None, name
+        assert check(document) and VALIDATORS[name].is_valid(document), name
+        assert list(schema_errors(name, document)) == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_mutated_documents_agree_with_jsonschema(data: st.DataObject) -> None:
+    name, original = data.draw(st.sampled_from(DOCUMENTS))
+    document = copy.deepcopy(original)
+    path = data.draw(st.sampled_from(_paths(document)[1:]))
+    parent = document
+    for part in path[:-1]:
+        parent = parent[part]
+    action = data.draw(st.sampled_from(["replace", "delete", "add"]))
+    if action == "replace":
+        parent[path[-1]] = data.draw(json_values)
+    elif action == "delete":
+        del parent[path[-1]]
+    elif isinstance(parent, dict):
+        parent[data.draw(st.sampled_from(["extra", "x-field", "key"]))] = data.draw(json_values)
+    else:
+        parent.append(data.draw(json_values))
+    check = CHECKS[name]
+    assert check is not None
+    valid = VALIDATORS[name].is_valid(document)
+    assert check(document) == valid
+    assert (list(schema_errors(name, document)) == []) == valid
