@@ -27,7 +27,7 @@ step "check-jsonschema: vendor.github-actions"
 
 step "zizmor --offline (fails on medium or higher)"
 # zizmor's exit code encodes the highest severity found; --min-severity makes lower ones invisible.
-"$bin/zizmor" --offline --no-progress --min-severity medium --config .github/zizmor.yml \
+"$bin/zizmor" --quiet --offline --no-progress --min-severity medium --config .github/zizmor.yml \
   "${workflows[@]}" "${own[@]}" "${actions[@]}"
 
 step "hadolint Dockerfile"

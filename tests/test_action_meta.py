@@ -229,6 +229,10 @@ def test_version_is_the_same_everywhere() -> None:
     for template in sorted((ROOT / "workflows-templates").glob("*.yml")):
         refs = set(re.findall(rf"uses: {re.escape(ACTION_REPOSITORY)}(?:/composite)?@(\S+)", template.read_text()))
         assert refs == {f"v{__version__}"}, f"{template.name} references the action at {sorted(refs)}"
+    workflows = (ROOT / "docs" / "workflows.md").read_text(encoding="utf-8")
+    refs = set(re.findall(rf"{re.escape(ACTION_REPOSITORY)}(?:/composite)?@v(\S+?)[`\s]", workflows))
+    refs |= set(re.findall(r"ghcr\.io/[a-z0-9./-]+:v([0-9][0-9A-Za-z.+-]*[0-9A-Za-z])", workflows))
+    assert refs == {__version__}, f"versions named in docs/workflows.md: {sorted(refs)}"
 
 
 def test_dockerfile_is_pinned_locked_and_runs_as_the_runner_expects() -> None:

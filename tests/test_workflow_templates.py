@@ -227,3 +227,21 @@ def test_case_loop_refuses_a_case_whose_credentials_are_missing(tmp_path: Path) 
     assert done.returncode == 1
     assert "::error title=case.credentials::needs-key: case-secrets lacks API_KEY" in done.stdout
     assert not (tmp_path / "testops-evidence-cells" / "needs-key.json").exists()
+
+
+def test_docs_list_every_campaign_input_with_its_default_and_every_secret() -> None:
+    docs = (ROOT / "docs" / "workflows.md").read_text(encoding="utf-8")
+    call = load("campaign.yml")["on"]["workflow_call"]
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+) \|", docs, flags=re.MULTILINE))
+    for name, spec in call["inputs"].items():
+        assert name in rows, f"docs/workflows.md does not list the input {name}"
+        if spec.get("required"):
+            assert "required" in rows[name]
+            continue
+        default = spec["default"]
+        shown = {True: "true", False: "false"}.get(default, str(default)) if default != "" else '""'
+        assert rows[name].strip().startswith(f"`{shown}`"), f"{name}: docs say {rows[name].strip()}, template {shown}"
+    for name in call["secrets"]:
+        assert name in rows, f"docs/workflows.md does not list the secret {name}"
+    for name in call["outputs"]:
+        assert f"`{name}`" in docs, f"docs/workflows.md does not name the output {name}"
