@@ -166,6 +166,12 @@ def make_zip(entries: Iterable[Entry], *, compression: int = zipfile.ZIP_DEFLATE
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression) as archive:
         for name, data in entries:
+            if isinstance(name, str):
+                # A fixed timestamp: the same entries give the same bytes, so digests are reproducible.
+                info = zipfile.ZipInfo(name, date_time=(2026, 12, 1, 10, 0, 0))
+                info.compress_type = compression
+                info.external_attr = (stat.S_IFREG | 0o644) << 16
+                name = info
             archive.writestr(name, data)
     return buffer.getvalue()
 

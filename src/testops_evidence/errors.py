@@ -130,7 +130,7 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("import.changed_measurement", _I, "a re-import differs from the measurement already recorded"),
         _spec("import.intent", _U, "the import intent is invalid"),
         _spec("import.document", _I, "a document in the archive is missing, outside the prefix or invalid"),
-        _spec("import.artifact", _I, "no single artifact matches the requested name"),
+        _spec("import.artifact", _I, "no artifact of the source run matches `artifact-name`, or a matching one expired"),
         _spec("ledger.locked", _R, "another process holds the ledger lock", "Wait for it, then run again."),
         _spec("ledger.invalid", _I, "the ledger file does not match its schema"),
         _spec("ledger.foreign_campaign", _I, "the ledger file belongs to another campaign",
