@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
+from testops_evidence.safeio import canonical_json, has_lone_surrogate, loads_json, read_safe_path, sha256_bytes
 
 CONTRACT_LIMIT = 4 * 1024 * 1024
 
@@ -216,7 +216,7 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
     text = _decode(data, name)
     if name.endswith(".json"):
         try:
-            return json.loads(text, object_pairs_hook=_unique_keys)
+            return loads_json(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise Refusal("contract.invalid", f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}",
                           field="/", expected="JSON", actual=f"line {exc.lineno}") from None
@@ -231,7 +231,7 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
 
     yaml = YAML(typ="safe", pure=True)
     try:
-        return _plain(yaml.load(text), [_PLAIN_NODE_BUDGET])
+        document = _plain(yaml.load(text), [_PLAIN_NODE_BUDGET])
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "unknown position"
@@ -243,6 +243,11 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
     except _TooManyNodes:
         raise Refusal("contract.invalid", f"{name} expands to more than {_PLAIN_NODE_BUDGET} values (YAML aliases?)",
                       field="/", expected=f"at most {_PLAIN_NODE_BUDGET} values", actual="more") from None
+    if has_lone_surrogate(document):
+        # A "\ud800" escape: text UTF-8 cannot encode would fail every summary and receipt made from it.
+        raise Refusal("contract.invalid", f"{name} holds a lone UTF-16 surrogate escape, which is not a character",
+                      field="/", expected="Unicode text", actual="a \\uD800-\\uDFFF escape")
+    return document
 
 
 class _DuplicateKey(ValueError):

@@ -30,6 +30,7 @@ from testops_evidence.context import (
     rehearsal_context,
 )
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.safeio import has_lone_surrogate
 
 if TYPE_CHECKING:
     from github import Github
@@ -218,6 +219,18 @@ def _mapped(what: str) -> Iterator[None]:
                       hint="Check GITHUB_API_URL and the runner's network.") from None
     except ValueError as exc:  # a body that starts like JSON but is not
         raise Refusal("github.response_invalid", f"GitHub's answer to {what} is not JSON ({type(exc).__name__})") from None
+    except (AttributeError, TypeError) as exc:
+        # PyGithub reads an error body as a JSON object (`output.get("message")`); an error answered with
+        # `true` or a list raises from inside it. The answer is what is wrong, so say so with a code.
+        raise Refusal("github.response_invalid", f"GitHub's answer to {what} has an unexpected shape "
+                      f"({type(exc).__name__})") from None
+
+
+def _encodable(data: Any, what: str) -> None:
+    """Refuse a lone surrogate escape ("\\ud800") in an answer: such text cannot be written to a receipt or a
+    summary (PyGithub decodes JSON itself, so safeio.loads_json cannot refuse it at the parse)."""
+    if has_lone_surrogate(data):
+        raise Refusal("github.response_invalid", f"GitHub's answer to {what} holds a lone UTF-16 surrogate escape")
 
 
 def _invalid(what: str, field: str, value: Any) -> Refusal:
@@ -275,6 +288,7 @@ def _get_object(gh: Github, url: str, what: str) -> dict[str, Any]:
     """One GET through PyGithub's requester (auth, base URL, retries); the answer must be a JSON object."""
     with _mapped(f"GET {url}"):
         _headers, data = gh.requester.requestJsonAndCheck("GET", url)
+    _encodable(data, f"GET {url}")
     if not isinstance(data, dict) or set(data) == {"data"}:  # PyGithub wraps a non-JSON body as {"data": ...}
         raise Refusal("github.response_invalid", f"GitHub's answer to GET {url} is not a {what} object",
                       field=what, expected="a JSON object", actual=type(data).__name__)
@@ -352,6 +366,7 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
     while url is not None:
         with _mapped(f"GET {urlsplit(url).path}"):
             headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
+        _encodable(data, f"GET {urlsplit(url).path}")
         items = data.get("artifacts") if isinstance(data, dict) else None
         if not isinstance(items, list):
             raise _invalid("artifact list", "artifacts", None if items is None else type(items).__name__)

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from helpers import run_mode
 from reliability import corpus
@@ -58,16 +57,22 @@ def test_each_reader_refuses_it_with_its_own_code(tmp_path: Path) -> None:
     assert caught.value.code == "selection.standing_plan"
 
 
-def test_a_refusal_naming_a_lone_surrogate_is_reported_not_crashed(tmp_path: Path) -> None:
-    document = YAML(typ="safe").load(corpus.read_example("contract.yml"))
-    document["version"] = "\ud800"
-    contract = tmp_path / "contract.json"
-    contract.write_text(json.dumps(document))  # json.dumps writes the escape, as an attacker would
-    run = run_mode("check", tmp_path, {"contract": str(contract)}, {})
-    assert (run.exit_code, run.outputs) == (2, {"error-code": "contract.invalid"})
-    failure = run.failure()
-    assert failure is not None and failure["field"] == "/version" and failure["actual"] == "\\ud800"
-    assert "\\ud800" in run.summary
+def test_a_refusal_naming_a_lone_surrogate_is_reported_not_crashed(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The readers refuse such text now; the runner must still survive any value that slips through.
+    from test_sentinel import fake_phase
+
+    def run(_ctx: object) -> None:
+        raise Refusal("contract.invalid", "bad \ud800 value", field="/x\udfff", expected={"k\ud800": 1},
+                      actual="\ud800")
+
+    fake_phase(monkeypatch, "check", run)
+    result = run_mode("check", tmp_path, {}, {})
+    assert (result.exit_code, result.outputs) == (2, {"error-code": "contract.invalid"})
+    failure = result.failure()
+    assert failure is not None
+    assert (failure["field"], failure["expected"], failure["actual"]) == ("/x\\udfff", {"k\\ud800": 1}, "\\ud800")
+    assert "bad \\ud800 value" in result.summary and "bad \\ud800 value" in result.log
 
 
 def test_every_runtime_channel_writes_encodable_text(tmp_path: Path) -> None:
@@ -87,3 +92,26 @@ def test_every_runtime_channel_writes_encodable_text(tmp_path: Path) -> None:
         assert "case \\ud800 title" in path.read_bytes().decode("utf-8")
     stdout.getvalue().encode("utf-8")
     assert stdout.getvalue().count("case \\ud800 title") == 5
+
+
+@pytest.mark.parametrize("name, text", [("contract.json", '{"version": 1, "campaign": "\\ud800"}'),
+                                        ("contract.yml", 'version: 1\ncampaign: "\\ud800"\n')])
+def test_a_contract_with_a_lone_surrogate_is_invalid(tmp_path: Path, name: str, text: str) -> None:
+    from testops_evidence.contract import load_contract
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(Refusal) as caught:
+        load_contract(path)
+    assert caught.value.code == "contract.invalid" and "surrogate" in caught.value.message
+
+
+def test_a_github_answer_with_a_lone_surrogate_is_refused() -> None:
+    from servers.github_server import GitHubServer
+    from testops_evidence.github_run import RequestPolicy, fetch_run
+
+    with GitHubServer(token="ghs_t") as server:
+        run = server.add_run("acme/agents", head_branch="\ud800")
+        with pytest.raises(Refusal) as caught:
+            fetch_run(server.api_url(), "ghs_t", "acme/agents", run["id"], policy=RequestPolicy(retries=0))
+    assert caught.value.code == "github.response_invalid" and "surrogate" in caught.value.message
