@@ -66,6 +66,20 @@ def test_an_import_reserves_and_completes_an_attempt_and_records_it() -> None:
     assert Ledger.parse(ledger.to_bytes()).document == ledger.document
 
 
+def test_bytes_are_sorted_json_with_one_record_per_line() -> None:
+    empty = Ledger.new("agent-protocol")
+    assert json.loads(empty.to_bytes()) == empty.document
+    ledger = Ledger.new("agent-protocol")
+    for n in range(1, 4):
+        imported(ledger, n, case=f"case-{n % 2}")
+    data = ledger.to_bytes()
+    assert json.loads(data) == ledger.document and data.endswith(b"\n")
+    lines = data.decode().splitlines()
+    assert sum(line.lstrip().startswith('{"completion"') for line in lines) == 3  # attempts
+    assert sum(line.lstrip().startswith('{"archive-sha256"') for line in lines) == 3  # imports
+    assert Ledger.parse(data).to_bytes() == data  # a fixed point: parse, then write, gives the same bytes
+
+
 def test_the_same_measurement_again_is_a_duplicate_and_changes_nothing() -> None:
     ledger = Ledger.new("agent-protocol")
     imported(ledger, 1)
