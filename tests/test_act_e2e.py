@@ -1,4 +1,4 @@
-"""End to end under act: the campaign template, called from a caller workflow, runs the whole chain.
+"""End to end under act: the workflow templates, called from a caller workflow, run their whole chains.
 
 A throw-away git repository (``acme/agents``) holds a caller workflow (``agent-evals.yml``, the one the
 contract's trust policy names), a copy of ``workflows-templates/campaign.yml``, a contract and a tiny
@@ -18,8 +18,9 @@ Docker engine) with:
 
 act runs every step of every job for real: the composite's venv (built from ``requirements/runtime.txt``
 with hashes and cached in ``.tools/act-cache``), the entrypoint, the matrix fan-out, the artifacts and
-the case command. The test asserts the chain from the outside: the workflow's outputs, every matrix
-cell, the artifacts, the REST requests, and each phase's step summary.
+the case command. The tests assert each chain from the outside: the workflow's outputs, every matrix
+cell, the artifacts, the requests the test servers saw, and each phase's step summary. Campaign on the
+files backend and against TestOps; bootstrap (dry run, then real); import of remote cells.
 
 Step summaries: act reads each step's summary file after the step, as the runner does, and reports it
 in its ``--json`` log as a ``"command": "summary"`` record with the job and matrix row; the test collects
@@ -106,6 +107,62 @@ jobs:
     steps:
       - env:
           OUTPUTS: ${{ toJSON(needs.campaign.outputs) }}
+        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
+"""
+
+BOOTSTRAP_CALLER = """\
+name: testops bootstrap
+on:
+  workflow_dispatch:
+    inputs:
+      dry-run:
+        type: boolean
+        default: true
+permissions:
+  contents: read
+  actions: read
+jobs:
+  bootstrap:
+    uses: ./.github/workflows/testops-evidence-bootstrap.yml
+    with:
+      dry-run: ${{ inputs.dry-run }}
+    secrets:
+      testops-token: ${{ secrets.ALLURE_TOKEN }}
+  report:
+    needs: bootstrap
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - env:
+          OUTPUTS: ${{ toJSON(needs.bootstrap.outputs) }}
+        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
+"""
+
+IMPORT_CALLER = """\
+name: import remote cells
+on:
+  workflow_dispatch:
+    inputs:
+      source-run-id:
+        type: string
+        required: true
+permissions:
+  contents: read
+  actions: read
+jobs:
+  import:
+    uses: ./.github/workflows/testops-evidence-import.yml
+    with:
+      source-run-id: ${{ inputs.source-run-id }}
+      intent: evals/import-intent.json
+      artifact-name: cells-*
+  report:
+    needs: import
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - env:
+          OUTPUTS: ${{ toJSON(needs.import.outputs) }}
         run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
 """
 
@@ -203,14 +260,16 @@ def copy_action(into: Path) -> Path:
     return into
 
 
-def make_repo(path: Path, actor_id: int, testops_url: str | None) -> tuple[Path, str]:
+def make_repo(path: Path, contract: str, caller: str, template: str, extra: dict[str, str]) -> tuple[Path, str]:
     (path / ".github" / "workflows").mkdir(parents=True)
     (path / "evals").mkdir()
-    (path / WORKFLOW).write_text(CALLER, encoding="utf-8")
-    shutil.copy2(ROOT / "workflows-templates" / "campaign.yml",
-                 path / ".github" / "workflows" / "testops-evidence-campaign.yml")
-    (path / ".github" / "testops-evidence.yml").write_text(contract_text(actor_id, testops_url), encoding="utf-8")
+    (path / WORKFLOW).write_text(caller, encoding="utf-8")
+    shutil.copy2(ROOT / "workflows-templates" / template,
+                 path / ".github" / "workflows" / f"testops-evidence-{template}")
+    (path / ".github" / "testops-evidence.yml").write_text(contract, encoding="utf-8")
     (path / "evals" / "run_case.py").write_text(CASE_COMMAND, encoding="utf-8")
+    for name, text in extra.items():
+        (path / name).write_text(text, encoding="utf-8")
     git(path, "init", "-q", "-b", "main")
     git(path, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
     git(path, "add", "-A")
@@ -240,10 +299,13 @@ def github() -> Iterator[GitHubServer]:
         yield server
 
 
-def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, str] | None = None,
-            testops: TestOpsServer | None = None) -> ActRun:
+def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, Any] | None = None,
+            testops: TestOpsServer | None = None, caller: str = CALLER, template: str = "campaign.yml",
+            contract: str | None = None, extra: dict[str, str] | None = None) -> ActRun:
     actor_id = 1234567
-    repo, sha = make_repo(tmp_path / "repo", actor_id, testops.url if testops is not None else None)
+    if contract is None:
+        contract = contract_text(actor_id, testops.url if testops is not None else None)
+    repo, sha = make_repo(tmp_path / "repo", contract, caller, template, extra or {})
     action = copy_action(tmp_path / "action")
     run = github.add_run(REPOSITORY, 1, run_number=1, run_attempt=1, head_sha=sha, path=WORKFLOW,
                          actor_id=actor_id, actor_login="nektos/act")
@@ -395,3 +457,57 @@ def test_campaign_runs_end_to_end_against_testops(act_binary: Path, tmp_path: Pa
             for path in result.artifacts.rglob("*"):
                 if path.is_file():
                     assert secret not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_bootstrap_template_shows_the_difference_then_reconciles_testops(act_binary: Path, tmp_path: Path,
+                                                                        github: GitHubServer) -> None:
+    drifted = "list-open-issues"
+    with TestOpsServer(token=TESTOPS_TOKEN) as testops:
+        testops.add_project(PROJECT)
+        for number, key in enumerate(CASES):
+            title = "An old title" if key == drifted else key.replace("-", " ").capitalize()
+            testops.add_case(PROJECT, title, f"agents/protocol/{key}", id=194 + number)
+        testops.add_plan(PROJECT, "Agent protocol evals", [194], id=PLAN)  # a plan that lost three cases
+
+        # The event payload carries dispatch inputs as strings, as GitHub writes it.
+        dry = run_act(act_binary, tmp_path / "dry", github, inputs={"dry-run": "true"}, testops=testops,
+                      caller=BOOTSTRAP_CALLER, template="bootstrap.yml")
+        assert dry.returncode == 0, dry.log[-6000:]
+        assert testops.mutations() == []  # a dry run only reads
+        assert json.loads(dry.outputs["updated-cases"]) == [drifted]
+        assert set(dry.summaries) >= {"guard-guard", "bootstrap-bootstrap"}
+        assert drifted in dry.summaries["bootstrap-bootstrap"][0]
+
+        real = run_act(act_binary, tmp_path / "real", github, inputs={"dry-run": "false"}, testops=testops,
+                       caller=BOOTSTRAP_CALLER, template="bootstrap.yml")
+        assert real.returncode == 0, real.log[-6000:]
+        assert json.loads(real.outputs["updated-cases"]) == [drifted]
+        assert (json.loads(real.outputs["created-cases"]), real.outputs["plan-id"]) == ([], str(PLAN))
+        assert testops.cases[195]["name"] == drifted.replace("-", " ").capitalize()
+        assert sorted(testops.plan_case_ids(PLAN)) == [194, 195, 196, 197]
+        every = "\n".join(text for run in (dry, real) for texts in run.summaries.values() for text in texts)
+        assert TESTOPS_TOKEN not in every and SENTINEL_TOKEN not in every
+
+
+def test_import_template_imports_remote_cells_with_provenance_into_the_ledger(act_binary: Path, tmp_path: Path,
+                                                                             github: GitHubServer) -> None:
+    import import_builders as remote
+
+    cells = [remote.Cell("exec-1"), remote.Cell("exec-2", case="company-credential-approval", ordinal=1)]
+    github.add_run(REPOSITORY, remote.RUN_ID, path=remote.WORKFLOW, head_sha=remote.HEAD_SHA, head_branch="main")
+    github.add_artifact(remote.RUN_ID, "cells-a", remote.artifact_zip(cells), artifact_id=501)
+    result = run_act(act_binary, tmp_path, github, inputs={"source-run-id": str(remote.RUN_ID)},
+                     caller=IMPORT_CALLER, template="import.yml",
+                     contract=json.dumps(remote.contract_document()),
+                     extra={"evals/import-intent.json": json.dumps(remote.intent_document(cells))})
+    assert result.returncode == 0, result.log[-6000:]
+    assert (result.outputs["imported-count"], result.outputs["duplicate-count"]) == ("2", "0")
+
+    # The updated ledger is the run's artifact; its provenance came from the API, not from the archive.
+    ledger = json.loads((result.artifacts / "testops-evidence-ledger-1" / "campaign-ledger.json").read_text())
+    assert [record["provenance"]["run-id"] for record in ledger["imports"]] == [remote.RUN_ID] * 2
+    assert {record["provenance"]["artifact-id"] for record in ledger["imports"]} == {501}
+    assert [record.authorization for record in github.requests_to("blob")] == [False]  # token not forwarded
+    assert set(result.summaries) >= {"guard-guard", "import-import"}
+    every = "\n".join(text for texts in result.summaries.values() for text in texts)
+    assert SENTINEL_TOKEN not in every
