@@ -301,8 +301,10 @@ def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
 
 def test_temp_files_of_a_killed_writer_are_cleaned_under_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "ledger.json"
-    stale = tmp_path / ".ledger.json.12345.0badcafe.tmp"
-    stale.write_bytes(b"half a ledger")
+    # Made by safeio's own temp-file writer, so a change of its naming cannot slip past this test.
+    from testops_evidence.safeio import _write_temp
+
+    stale = _write_temp(tmp_path, "ledger.json", b"half a ledger", 0o600)
     unrelated = tmp_path / ".other.json.12345.0badcafe.tmp"
     unrelated.write_bytes(b"not ours")
     transact(path, "agent-protocol", _import_one(1))
