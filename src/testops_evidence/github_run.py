@@ -63,6 +63,24 @@ class RequestPolicy:
 
 DEFAULT_POLICY = RequestPolicy()
 
+# Operator tuning of the GitHub transport, like the TestOps client's (docs/guard.md): seconds per request and
+# retries of an idempotent GET. A slow GHES behind a proxy may need a longer timeout; a test a shorter one.
+_POLICY_TUNING = {"TESTOPS_EVIDENCE_GITHUB_TIMEOUT": ("timeout", 1), "TESTOPS_EVIDENCE_GITHUB_RETRIES": ("retries", 0)}
+
+
+def request_policy(ctx: PhaseContext) -> RequestPolicy:
+    """The policy a phase uses: the phase's sleep, and the tuning variables of its environment."""
+    values: dict[str, Any] = {"sleep": ctx.sleep}
+    for variable, (option, minimum) in _POLICY_TUNING.items():
+        raw = (ctx.env.get(variable) or "").strip()
+        if not raw:
+            continue
+        if not raw.isdigit() or int(raw) < minimum or int(raw) > 3600:
+            raise input_error(variable.lower().replace("_", "-"), f"{variable} must be a whole number from "
+                              f"{minimum} to 3600", expected=f"{minimum}..3600", actual=raw)
+        values[option] = int(raw)
+    return RequestPolicy(**values)
+
 
 # --- domain objects ----------------------------------------------------------------------------------
 
@@ -628,7 +646,7 @@ def live_context(ctx: PhaseContext, *, policy: RequestPolicy | None = None) -> R
     event = read_event(ctx.env)
     env_ctx = env_context(ctx.env)
     run = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
-                    policy=policy or RequestPolicy(sleep=ctx.sleep))
+                    policy=policy or request_policy(ctx))
     return rest_context(ctx.env, event, run)
 
 

@@ -69,6 +69,8 @@ class Fault:
     retry_after: str | None = None
     delay: float = 0.0
     body: bytes | None = None
+    # "truncate": declare the whole body's Content-Length, send half, close; "drop": close without answering.
+    cut: str | None = None
 
 
 @dataclass(frozen=True)
@@ -313,14 +315,21 @@ class GitHubServer:
         return doc
 
     def fault(self, route: str, status: int = 503, *, times: int = 1, retry_after: str | None = None,
-              delay: float = 0.0, body: bytes | None = None) -> None:
+              delay: float = 0.0, body: bytes | None = None, cut: str | None = None) -> None:
         """Make the next ``times`` requests to ``route`` fail with ``status`` (after ``delay`` seconds).
 
         ``status=200`` with only a ``delay`` slows a route down; ``body`` replaces the response document
-        (with ``status=200``: a broken or odd success body).
+        (with ``status=200``: a broken or odd success body). ``cut="truncate"`` sends half of the answer
+        under the full Content-Length and closes; ``cut="drop"`` closes the connection without an answer.
         """
+        if cut not in (None, "truncate", "drop"):
+            raise ValueError(f"cut must be truncate or drop, not {cut!r}")
         with self._lock:
-            self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body))
+            self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body, cut))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
 
     def requests_to(self, route: str) -> list[RequestRecord]:
         with self._lock:
@@ -481,6 +490,20 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             if fault.delay:
                 time.sleep(fault.delay)
+            if fault.cut == "drop":
+                self._record(0)
+                self.close_connection = True
+                return 0
+            if fault.cut == "truncate":
+                body = fault.body if fault.body is not None else b'{"message": "' + b"x" * 64 + b'"}'
+                self._record(fault.status)
+                self.send_response(fault.status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.close_connection = True
+                return fault.status
             if fault.status != 200 or fault.body is not None:
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
                 body = fault.body if fault.body is not None else _json_bytes(

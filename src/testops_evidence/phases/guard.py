@@ -29,11 +29,11 @@ from testops_evidence.context import (
 from testops_evidence.contract import Contract, Trust
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.github_run import (
-    RequestPolicy,
     RunObject,
     context_from_run,
     cross_checks,
     fetch_run,
+    request_policy,
     require_token,
 )
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -58,7 +58,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     token = require_token(ctx)
     with ctx.runtime.group(f"Reading run {env_ctx.run_id} of {env_ctx.repository} from {env_ctx.api_url}"):
         run_object = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
-                               policy=RequestPolicy(sleep=ctx.sleep))
+                               policy=request_policy(ctx))
         ctx.runtime.log(f"run #{run_object.run_number}, attempt {run_object.run_attempt}: {run_object.event} on "
                         f"{run_object.head_branch} at {run_object.head_sha}, workflow {run_object.path}")
     context = context_from_run(ctx.env, run_object)

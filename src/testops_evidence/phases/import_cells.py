@@ -99,7 +99,7 @@ def _collect(ctx: PhaseContext, contract: Contract, policy: RemotePolicy, intent
              pattern: str, api_url: str, token: str, progress: Progress) -> list[CellOutcome]:
     from testops_evidence import github_run
 
-    request_policy = github_run.RequestPolicy(sleep=ctx.sleep)
+    request_policy = github_run.request_policy(ctx)
     with ctx.runtime.group(f"import: run {run_id} of {policy.repository} from {api_url}"):
         run_object = github_run.fetch_run(api_url, token, policy.repository, run_id, policy=request_policy)
         source = remote.SourceRun(
