@@ -8,14 +8,16 @@ the mask, so a registered secret never leaves the process, whatever the caller d
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TextIO
+
+# Imported by every start: json, secrets, contextlib, pathlib and typing load only when used (a worker
+# phase's success path needs none of them; tests/test_startup_imports.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import TracebackType
+    from typing import Any, TextIO
 
 # GitHub shows at most 1 MiB of summary per step; above that the upload fails (with an annotation).
 SUMMARY_LIMIT_BYTES = 1024 * 1024
@@ -52,6 +54,8 @@ def format_output_value(value: Any) -> str:
         return value
     if isinstance(value, int | float):
         return str(value)
+    import json
+
     return json.dumps(value, separators=(",", ":"), sort_keys=False, ensure_ascii=False)
 
 
@@ -117,17 +121,9 @@ class Runtime:
             self._out.write(f"::debug::{escape_data(self.scrub(message))}\n")
             self._out.flush()
 
-    @contextmanager
-    def group(self, title: str) -> Iterator[None]:
-        title = self.scrub(title)
-        self._out.write(f"::group::{escape_data(title)}\n" if self.in_actions else f"== {title}\n")
-        self._out.flush()
-        try:
-            yield
-        finally:
-            if self.in_actions:
-                self._out.write("::endgroup::\n")
-                self._out.flush()
+    def group(self, title: str) -> _Group:
+        """``with runtime.group(title):`` — a collapsible log group in Actions, a heading elsewhere."""
+        return _Group(self, title)
 
     # --- outputs -----------------------------------------------------------------------------------
     def set_output(self, name: str, value: Any) -> None:
@@ -140,13 +136,15 @@ class Runtime:
         if "\n" in text or "\r" in text:
             # A random delimiter that cannot occur on its own line in the value (toolkit behaviour).
             while True:
+                import secrets
+
                 delim = f"ghadelimiter_{secrets.token_hex(16)}"
                 if delim not in text:
                     break
             record = f"{name}<<{delim}\n{text}\n{delim}\n"
         else:
             record = f"{name}={text}\n"
-        with Path(self._output_path).open("a", encoding="utf-8") as handle:
+        with open(self._output_path, "a", encoding="utf-8") as handle:
             handle.write(record)
 
     # --- step summary -------------------------------------------------------------------------------
@@ -163,7 +161,7 @@ class Runtime:
             return
         if self._summary_used == 0:
             try:  # the step may already have written part of its summary (several phases in one step)
-                self._summary_used = Path(self._summary_path).stat().st_size
+                self._summary_used = os.stat(self._summary_path).st_size
             except OSError:
                 self._summary_used = 0
         data = markdown.encode("utf-8")
@@ -178,9 +176,28 @@ class Runtime:
             data = cut + notice if room >= 0 else b""
             self._summary_truncated = True
         try:
-            with Path(self._summary_path).open("ab") as handle:
+            with open(self._summary_path, "ab") as handle:
                 handle.write(data)
             self._summary_used += len(data)
         except OSError as exc:  # a summary must never fail the step
             self.annotate("warning", f"could not write the step summary: {exc.strerror}")
             self._summary_path = None
+
+
+class _Group:
+    """The log group of :meth:`Runtime.group` (a class, not contextlib: see the imports)."""
+
+    def __init__(self, runtime: Runtime, title: str) -> None:
+        self._runtime = runtime
+        self._title = runtime.scrub(title)
+
+    def __enter__(self) -> None:
+        runtime = self._runtime
+        runtime._out.write(f"::group::{escape_data(self._title)}\n" if runtime.in_actions else f"== {self._title}\n")
+        runtime._out.flush()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if self._runtime.in_actions:
+            self._runtime._out.write("::endgroup::\n")
+            self._runtime._out.flush()

@@ -4,13 +4,19 @@ is visible to every process on the machine, so tokens come only from the environ
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
 
 from testops_evidence import __version__
-from testops_evidence.interface import COMMANDS, INPUTS, MODES
+
+# argparse (with gettext, re, shutil, ...) costs about half a bare interpreter start; it is imported only
+# when a command line needs parsing, and `--version` needs none (benchmarks/run.py --only startup).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+VERSION = f"testops-evidence {__version__}"
 
 _DESCRIPTIONS = {
     "guard": "admit this run against the contract's trust policy",
@@ -30,12 +36,16 @@ _DESCRIPTIONS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from testops_evidence.interface import COMMANDS, INPUTS, MODES
+
     parser = argparse.ArgumentParser(
         prog="testops-evidence",
         description="Fail-closed evaluation campaigns on GitHub Actions, published to Allure TestOps.",
         epilog="Exit codes: 0 done, 1 cases failed, 2 usage, 3 integrity refusal, 4 remote failure.",
     )
-    parser.add_argument("--version", action="version", version=f"testops-evidence {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="mode", metavar="MODE")
     for command in COMMANDS:
         cmd = sub.add_parser(command, help=_DESCRIPTIONS[command], description=_DESCRIPTIONS[command])
@@ -66,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:  # what argparse's version action prints, without building the parser
+        sys.stdout.write(VERSION + "\n")
+        sys.stdout.flush()
+        raise SystemExit(0)  # as argparse's version action does
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.mode:

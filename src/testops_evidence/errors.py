@@ -7,9 +7,12 @@ the two equal, so the documentation cannot drift from the code.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Imported by every start (`--version`, worker phases): no dataclasses, typing or re at import time;
+# benchmarks/run.py --only startup and tests/test_startup_imports.py keep it so.
 
 # Exit codes (design.md, "Errors and exit codes").
 EXIT_OK = 0
@@ -27,12 +30,29 @@ EXIT_MEANINGS: dict[int, str] = {
 }
 
 
-@dataclass(frozen=True)
 class CodeSpec:
-    code: str
-    exit_code: int
-    meaning: str
-    hint: str = ""
+    """One registered code: its exit code, its meaning (docs/errors.md) and the operator's next step."""
+
+    __slots__ = ("code", "exit_code", "hint", "meaning")
+
+    def __init__(self, code: str, exit_code: int, meaning: str, hint: str = "") -> None:
+        self.code = code
+        self.exit_code = exit_code
+        self.meaning = meaning
+        self.hint = hint
+
+    def _key(self) -> tuple[str, int, str, str]:
+        return (self.code, self.exit_code, self.meaning, self.hint)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CodeSpec) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"CodeSpec(code={self.code!r}, exit_code={self.exit_code!r}, meaning={self.meaning!r}, "
+                f"hint={self.hint!r})")
 
 
 def _spec(code: str, exit_code: int, meaning: str, hint: str = "") -> tuple[str, CodeSpec]:
@@ -161,7 +181,14 @@ REGISTRY: dict[str, CodeSpec] = dict(
     ]
 )
 
-_FAMILY = re.compile(r"^(?P<area>[a-z_]+)\.(?P<reason>[a-z0-9_-]+)$")
+_AREA_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_REASON_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _is_code_form(code: str) -> bool:
+    """``<area>.<reason>``: ``[a-z_]+`` dot ``[a-z0-9_-]+`` (a string test: no regex engine at start-up)."""
+    area, dot, reason = code.partition(".")
+    return bool(dot and area and reason) and set(area) <= _AREA_CHARS and set(reason) <= _REASON_CHARS
 
 
 def lookup(code: str) -> CodeSpec:
@@ -169,7 +196,7 @@ def lookup(code: str) -> CodeSpec:
     spec = REGISTRY.get(code)
     if spec is not None:
         return spec
-    if _FAMILY.match(code) is None:  # a family member must still be `<area>.<reason>` ("input." is not)
+    if not _is_code_form(code):  # a family member must still be `<area>.<reason>` ("input." is not)
         raise KeyError(f"unregistered error code {code!r}")
     if code.startswith("input."):
         return REGISTRY["input.<name>"]
@@ -184,7 +211,7 @@ def is_registered(code: str) -> bool:
         lookup(code)
     except KeyError:
         return False
-    return _FAMILY.match(code) is not None
+    return _is_code_form(code)
 
 
 class Refusal(Exception):

@@ -6,7 +6,9 @@ table are all checked against this module by tests, so they agree by constructio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+# Imported by every start (`--version`, worker phases): plain classes, not dataclasses, because importing
+# dataclasses (inspect, ast, re, ...) costs as much as half a bare interpreter start
+# (benchmarks/run.py --only startup; tests/test_startup_imports.py).
 
 MODES: tuple[str, ...] = (
     "guard",
@@ -27,14 +29,36 @@ COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell")
 ALL = "*"
 
 
-@dataclass(frozen=True)
-class InputSpec:
-    name: str
-    description: str
-    default: str | None = None  # the action.yml default; None = no default
-    modes: tuple[str, ...] = (ALL,)
-    kind: str = "string"  # string | bool | int | path | secret
-    env_fallbacks: tuple[str, ...] = ()
+class _Spec:
+    """Value semantics (equality, hash, repr) over ``__slots__``, as a frozen dataclass would give."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class InputSpec(_Spec):
+    __slots__ = ("default", "description", "env_fallbacks", "kind", "modes", "name")
+
+    def __init__(self, name: str, description: str, default: str | None = None, modes: tuple[str, ...] = ("*",),
+                 kind: str = "string", env_fallbacks: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.description = description
+        self.default = default  # the action.yml default; None = no default
+        self.modes = modes
+        self.kind = kind  # string | bool | int | path | secret
+        self.env_fallbacks = env_fallbacks
 
     def applies_to(self, mode: str) -> bool:
         return ALL in self.modes or mode in self.modes
@@ -111,11 +135,13 @@ INPUTS: tuple[InputSpec, ...] = (
 INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
 
 
-@dataclass(frozen=True)
-class OutputSpec:
-    name: str
-    description: str
-    modes: tuple[str, ...]
+class OutputSpec(_Spec):
+    __slots__ = ("description", "modes", "name")
+
+    def __init__(self, name: str, description: str, modes: tuple[str, ...]) -> None:
+        self.name = name
+        self.description = description
+        self.modes = modes
 
 
 OUTPUTS: tuple[OutputSpec, ...] = (

@@ -5,12 +5,6 @@ from __future__ import annotations
 
 import importlib
 import time
-import traceback
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
@@ -18,37 +12,77 @@ from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_VARIABLES, WORKER_PHASES
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.safeio import StateDir
-from testops_evidence.settings import Settings, default_state_dir, env_input, resolve_value
+from testops_evidence.settings import Settings, default_state_location, env_input, resolve_value
 
+# Imported by every phase: plain classes instead of dataclasses, and traceback, uuid and pathlib only
+# where used, so that a worker phase starts in little more than a bare interpreter's time
+# (benchmarks/run.py --only startup; tests/test_startup_imports.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
     from testops_evidence.contract import Contract
 
 
-@dataclass
+def _new_uuid() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
 class PhaseResult:
-    headline: str
-    outputs: dict[str, Any] = field(default_factory=dict)
-    summary: str = ""
-    exit_code: int = EXIT_OK
+    """What a phase returns: the headline sentence, outputs, the summary body and the exit code."""
+
+    def __init__(self, headline: str, outputs: dict[str, Any] | None = None, summary: str = "",
+                 exit_code: int = EXIT_OK) -> None:
+        self.headline = headline
+        self.outputs: dict[str, Any] = {} if outputs is None else outputs
+        self.summary = summary
+        self.exit_code = exit_code
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PhaseResult) and (self.headline, self.outputs, self.summary, self.exit_code) == (
+            other.headline, other.outputs, other.summary, other.exit_code)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"PhaseResult(headline={self.headline!r}, outputs={self.outputs!r}, summary={self.summary!r}, "
+                f"exit_code={self.exit_code!r})")
 
 
-@dataclass
 class PhaseContext:
     """Everything a phase may touch. Time, sleep and UUIDs are injected so tests never sleep."""
 
-    mode: str
-    settings: Settings
-    runtime: Runtime
-    env: Mapping[str, str]
-    state: StateDir
-    clock: Callable[[], float] = time.time
-    monotonic: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
-    _contract: Contract | None = None
+    def __init__(
+        self,
+        mode: str,
+        settings: Settings,
+        runtime: Runtime,
+        env: Mapping[str, str],
+        state: StateDir,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        new_uuid: Callable[[], str] = _new_uuid,
+        _contract: Contract | None = None,
+    ) -> None:
+        self.mode = mode
+        self.settings = settings
+        self.runtime = runtime
+        self.env = env
+        self.state = state
+        self.clock = clock
+        self.monotonic = monotonic
+        self.sleep = sleep
+        self.new_uuid = new_uuid
+        self._contract = _contract
 
     def contract(self) -> Contract:
         if self._contract is None:
+            from pathlib import Path
+
             from testops_evidence.contract import load_contract
 
             path = self.settings.path("contract") or Path(".github/testops-evidence.yml")
@@ -102,8 +136,8 @@ def run_phase(
     # The state dir is found before the other inputs are validated, so that even the refusal of a bad
     # input lands in failure.json.
     state_value = resolve_value("state-dir", cli_values, env)
-    state: StateDir | None = StateDir(Path(state_value) if state_value and "\x00" not in state_value
-                                      else default_state_dir(env))
+    state: StateDir | None = StateDir(state_value if state_value and "\x00" not in state_value
+                                      else default_state_location(env))
     try:
         settings = Settings.resolve(mode, cli_values, env)
         settings.path("state-dir")  # refuses a NUL byte with input.state-dir
@@ -130,6 +164,8 @@ def run_phase(
     except Refusal as refusal:
         return report_refusal(mode, refusal, runtime, state)
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
+        import traceback
+
         runtime.debug(traceback.format_exc())
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
         return report_refusal(mode, internal, runtime, state)

@@ -14,27 +14,52 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
-import re
 import stat
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
-from pathlib import Path
-from typing import Any
 
 from testops_evidence.errors import Refusal
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+# Imported by every start (the runner's state directory) and on a worker's success path: json, re,
+# contextlib, pathlib and typing are imported where used, not here (tests/test_startup_imports.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from re import Pattern
+    from types import TracebackType
+    from typing import Any
+
 HASH_CHUNK = 1024 * 1024
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def valid_name(name: str) -> bool:
+    """A file name of the allowed alphabet, 1 to 200 characters (the whole name: no trailing newline)."""
+    return 0 < len(name) <= 200 and set(name) <= _NAME_CHARS
+
+
+def __getattr__(name: str) -> Pattern[str]:
+    # NAME_RE, compiled on first use so that importing this module does not import the regex engine.
+    if name == "NAME_RE":
+        import re
+
+        compiled = re.compile(NAME_PATTERN)
+        globals()["NAME_RE"] = compiled
+        return compiled
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def canonical_json(value: Any) -> bytes:
     """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests)."""
+    import json
+
     return (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def pretty_json(value: Any) -> bytes:
+    import json
+
     return (json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -69,7 +94,7 @@ def _split_relative(relpath: str) -> list[str]:
                       field="path", expected="a relative path", actual=relpath)
     parts = relpath.split("/")
     for part in parts:
-        if part in ("", ".", "..") or not NAME_RE.match(part):
+        if part in ("", ".", "..") or not valid_name(part):
             raise Refusal("io.unsafe_path", f"path {relpath!r} has a disallowed component {part!r}",
                           field="path", expected="names of [A-Za-z0-9._-], no '.' or '..'", actual=relpath)
     return parts
@@ -85,9 +110,28 @@ def relative_to_root(root: str | os.PathLike[str], path: str | os.PathLike[str])
     return os.path.relpath(path_abs, root_abs).replace(os.sep, "/")
 
 
-@contextmanager
-def open_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> Iterator[tuple[int, os.stat_result]]:
-    """Open ``root/relpath`` for reading without following links; yield ``(fd, fstat)``."""
+class open_safe:  # a class, not @contextmanager: contextlib is not imported at start-up
+    """``with open_safe(root, relpath, limit=...) as (fd, st):`` — ``root/relpath`` opened for reading
+    without following links, checked on the descriptor; both descriptors are closed on exit."""
+
+    def __init__(self, root: str | os.PathLike[str], relpath: str, *, limit: int) -> None:
+        self._args = (root, relpath, limit)
+        self._fds: tuple[int, int] = (-1, -1)
+
+    def __enter__(self) -> tuple[int, os.stat_result]:
+        dir_fd, fd, st = _open_below(*self._args)
+        self._fds = (dir_fd, fd)
+        return fd, st
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        dir_fd, fd = self._fds
+        os.close(fd)
+        os.close(dir_fd)
+
+
+def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple[int, int, os.stat_result]:
+    """``(dir_fd, fd, fstat)`` of ``root/relpath``; on a refusal nothing is left open."""
     parts = _split_relative(relpath)
     flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -121,11 +165,12 @@ def open_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> Iter
             raise Refusal("io.too_large", f"{relpath} is {st.st_size} bytes, over the {limit}-byte cap",
                           field="size", expected=f"<= {limit}", actual=st.st_size)
         os.set_blocking(fd, True)
-        yield fd, st
-    finally:
+    except BaseException:
         if fd >= 0:
             os.close(fd)
         os.close(dir_fd)
+        raise
+    return dir_fd, fd, st
 
 
 def _kind(mode: int) -> str:
@@ -168,13 +213,15 @@ def read_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> byte
 
 def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:
     """Read a file named by an absolute or relative path: its parent is the root, links refused."""
+    from pathlib import Path
+
     p = Path(path)
     return read_safe(p.parent if str(p.parent) else ".", p.name, limit=limit)
 
 
 # A JSON `\u` escape of a UTF-16 surrogate (D800-DFFF); only a lone one is a problem (a pair decodes to
 # one character), so a match is the cue to look at the decoded strings, not a refusal by itself.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_ESCAPE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 
 
 def has_lone_surrogate(value: Any) -> bool:
@@ -202,14 +249,19 @@ def loads_json(text: str, **options: Any) -> Any:
     holding one would be accepted here and fail later, far from its source (writing a receipt, a ledger,
     a summary). It is raised as ``json.JSONDecodeError``, so each caller's handling of bad JSON applies.
     """
+    import json
+    import re
+
     value = json.loads(text, **options)
-    match = _SURROGATE_ESCAPE.search(text)
+    match = re.search(_SURROGATE_ESCAPE, text)
     if match is not None and has_lone_surrogate(value):
         raise json.JSONDecodeError("a \\u escape is a lone UTF-16 surrogate, not a character", text, match.start())
     return value
 
 
 def parse_json_bytes(data: bytes, what: str) -> Any:
+    import json
+
     try:
         return loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -224,6 +276,13 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _unlink_quietly(path: Path) -> None:
+    try:  # noqa: SIM105 - contextlib.suppress would import contextlib at every start
+        path.unlink()
+    except OSError:
+        pass
+
+
 def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
     tmp = directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
@@ -235,8 +294,7 @@ def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
         os.fsync(fd)
     except BaseException:
         os.close(fd)
-        with suppress(OSError):
-            tmp.unlink()
+        _unlink_quietly(tmp)
         raise
     os.close(fd)
     return tmp
@@ -244,6 +302,8 @@ def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
 
 def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
     """Create ``path`` exactly once (refuse ``io.exists``); readers never see a partial file."""
+    from pathlib import Path
+
     target = Path(path)
     directory = target.parent
     tmp = _write_temp(directory, target.name, data, mode)
@@ -254,21 +314,21 @@ def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) 
         raise Refusal("io.exists", f"{target} already exists; receipts are written once", field="path",
                       expected="no existing file", actual=str(target)) from None
     finally:
-        with suppress(OSError):
-            tmp.unlink()
+        _unlink_quietly(tmp)
     fsync_dir(directory)
     return target
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
     """Replace ``path`` atomically: temp file, fsync, rename, directory fsync."""
+    from pathlib import Path
+
     target = Path(path)
     tmp = _write_temp(target.parent, target.name, data, mode)
     try:
         os.replace(tmp, target)
     except BaseException:
-        with suppress(OSError):
-            tmp.unlink()
+        _unlink_quietly(tmp)
         raise
     fsync_dir(target.parent)
     return target
@@ -276,6 +336,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600
 
 def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
     """Create (or accept) a directory that is ours alone: not a link, owned by us, mode 0700."""
+    from pathlib import Path
+
     p = Path(path)
     try:
         p.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -297,8 +359,18 @@ class StateDir:
     """Receipts, once-markers and failure.json for one run of the pipeline."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self._location = path
+        self._path: Path | None = None
         self._ready = False
+
+    @property
+    def path(self) -> Path:
+        # A Path made on first use: a phase that never touches its state directory never imports pathlib.
+        if self._path is None:
+            from pathlib import Path
+
+            self._path = Path(self._location)
+        return self._path
 
     def ensure(self) -> Path:
         if not self._ready:
@@ -307,7 +379,7 @@ class StateDir:
         return self.path
 
     def receipt_path(self, name: str) -> Path:
-        if not NAME_RE.match(name) or name in (".", ".."):
+        if not valid_name(name) or name in (".", ".."):
             raise ValueError(name)
         return self.path / name
 
@@ -324,6 +396,8 @@ class StateDir:
     # --- once-markers --------------------------------------------------------------------------------
     def once(self, stage: str, detail: dict[str, Any] | None = None) -> Path:
         """Record that a remote mutation is about to start; refuse if it already started once."""
+        import re
+
         if not re.match(r"^[a-z0-9_.-]{1,120}$", stage):
             raise ValueError(stage)
         name = f"once-{stage}.json"
@@ -381,6 +455,8 @@ def hand_over(paths: list[Path], env: Mapping[str, str]) -> list[Path]:
     for top in paths:
         if not os.path.lexists(top):
             continue
+        from pathlib import Path
+
         todo = [Path(top)]
         while todo:
             current = todo.pop()

@@ -8,14 +8,16 @@ string counts as unset, because the runner sets every declared input, empty or n
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from testops_evidence.errors import input_error
 from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
+
+# Imported by every start: no dataclasses, re, pathlib or typing at import time (tests/test_startup_imports.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -41,7 +43,8 @@ def parse_bool(name: str, raw: str) -> bool:
 
 
 def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
-    if not re.fullmatch(r"[0-9]{1,16}", raw.strip()):
+    digits = raw.strip()
+    if not (1 <= len(digits) <= 16 and digits.isascii() and digits.isdigit()):
         raise input_error(name, f"input {name} must be a whole number", expected="digits", actual=raw)
     value = int(raw.strip())
     if value < minimum:
@@ -49,12 +52,24 @@ def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
     return value
 
 
-@dataclass(frozen=True)
 class Settings:
-    mode: str
-    raw: dict[str, str] = field(default_factory=dict)  # resolved, non-empty string values
-    sources: dict[str, str] = field(default_factory=dict)  # where each value came from (never the value)
-    extras: dict[str, str] = field(default_factory=dict)  # command-specific CLI options (rehearse)
+    __slots__ = ("extras", "mode", "raw", "sources")
+
+    def __init__(self, mode: str, raw: dict[str, str] | None = None, sources: dict[str, str] | None = None,
+                 extras: dict[str, str] | None = None) -> None:
+        self.mode = mode
+        self.raw = {} if raw is None else raw  # resolved, non-empty string values
+        self.sources = {} if sources is None else sources  # where each value came from (never the value)
+        self.extras = {} if extras is None else extras  # command-specific CLI options (rehearse)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and (self.mode, self.raw, self.sources, self.extras) == (
+            other.mode, other.raw, other.sources, other.extras)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable dicts inside, as with the dataclass
+
+    def __repr__(self) -> str:
+        return f"Settings(mode={self.mode!r}, raw={self.raw!r}, sources={self.sources!r}, extras={self.extras!r})"
 
     @classmethod
     def resolve(cls, mode: str, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
@@ -101,6 +116,8 @@ class Settings:
             return None
         if "\x00" in value:
             raise input_error(name, f"input {name} is not a valid path", actual=value)
+        from pathlib import Path
+
         return Path(value)
 
     def require(self, name: str) -> str:
@@ -136,6 +153,13 @@ def resolve_value(name: str, cli_values: Mapping[str, Any], env: Mapping[str, st
 
 
 def default_state_dir(env: Mapping[str, str]) -> Path:
+    """:func:`default_state_location` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(default_state_location(env))
+
+
+def default_state_location(env: Mapping[str, str]) -> str:
     """Where receipts, once-markers and failure.json go when ``state-dir`` is not set.
 
     A Docker action sees ``RUNNER_TEMP`` as a *host* path that is not mounted into its container, so a
@@ -143,12 +167,13 @@ def default_state_dir(env: Mapping[str, str]) -> Path:
     Inside the container the runner mounts ``/github/runner_temp`` (newer runners) and
     ``/github/workspace``; those are used instead, in that order.
     """
+    # os.path, not pathlib: this runs at every start, and pathlib costs a third of a bare interpreter start.
     runner_temp = env.get("RUNNER_TEMP")
-    if runner_temp and (Path(runner_temp).is_dir() or env.get("GITHUB_WORKSPACE") != "/github/workspace"):
-        return Path(runner_temp) / "testops-evidence"
+    if runner_temp and (os.path.isdir(runner_temp) or env.get("GITHUB_WORKSPACE") != "/github/workspace"):
+        return os.path.join(runner_temp, "testops-evidence")
     if env.get("GITHUB_WORKSPACE") == "/github/workspace":
-        mounted = Path("/github/runner_temp")
-        if mounted.is_dir():
-            return mounted / "testops-evidence"
-        return Path("/github/workspace/.testops-evidence/state")
-    return Path(os.getcwd()) / ".testops-evidence" / "state"
+        mounted = "/github/runner_temp"
+        if os.path.isdir(mounted):
+            return os.path.join(mounted, "testops-evidence")
+        return "/github/workspace/.testops-evidence/state"
+    return os.path.join(os.getcwd(), ".testops-evidence", "state")

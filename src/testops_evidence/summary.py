@@ -6,23 +6,59 @@ a newline can never break the layout or inject Markdown structure.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from functools import cache
-from importlib import resources
-from string import Template
-from typing import Any
+import os
+
+# Imported by every start: no json, string.Template (it compiles a regex at import), importlib.resources
+# or typing at import time; the templates are files beside this module (tests/test_startup_imports.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+_TEMPLATES: dict[str, str] = {}
+_TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
 
 
-@cache
-def _template(name: str) -> Template:
-    text = resources.files("testops_evidence").joinpath("templates", f"{name}.md").read_text("utf-8")
-    return Template(text)
+def _template(name: str) -> str:
+    if name not in _TEMPLATES:
+        with open(os.path.join(_TEMPLATE_DIR, f"{name}.md"), encoding="utf-8") as handle:
+            _TEMPLATES[name] = handle.read()
+    return _TEMPLATES[name]
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """``string.Template(text).substitute(values)``: ``$$``, ``$name`` and ``${name}`` (ASCII identifiers);
+    a missing value is a ``KeyError``, a malformed placeholder a ``ValueError``."""
+    out: list[str] = []
+    index = 0
+    while True:
+        dollar = text.find("$", index)
+        if dollar < 0:
+            out.append(text[index:])
+            return "".join(out)
+        out.append(text[index:dollar])
+        after = dollar + 1
+        if text.startswith("$", after):
+            out.append("$")
+            index = after + 1
+            continue
+        braced = text.startswith("{", after)
+        start = after + 1 if braced else after
+        end = start
+        while end < len(text) and text[end] in _NAME_CHARS:
+            end += 1
+        name = text[start:end]
+        if not name or name[0] not in _NAME_START or (braced and not text.startswith("}", end)):
+            raise ValueError(f"Invalid placeholder in string: position {dollar}")
+        out.append(values[name])
+        index = end + 1 if braced else end
 
 
 def render(name: str, **values: Any) -> str:
     """Render ``templates/<name>.md``; every placeholder must be supplied (KeyError otherwise)."""
-    return _template(name).substitute({k: str(v) for k, v in values.items()})
+    return substitute(_template(name), {k: str(v) for k, v in values.items()})
 
 
 def cell(value: Any) -> str:
@@ -32,6 +68,8 @@ def cell(value: Any) -> str:
     elif isinstance(value, bool):
         text = "yes" if value else "no"
     elif isinstance(value, dict | list):
+        import json
+
         text = "`" + json.dumps(value, separators=(",", ":"), ensure_ascii=False).replace("`", "'") + "`"
     else:
         text = str(value)
@@ -95,4 +133,6 @@ def _consequence(code: str, mode: str) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return f"`{value}`" if value else "(empty)"
+    import json
+
     return json.dumps(value, ensure_ascii=False, sort_keys=True) if value is not None else "(none)"
