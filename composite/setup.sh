@@ -47,7 +47,8 @@ else
   "$(venv_python "$build")" -m pip install --quiet --disable-pip-version-check --no-input --no-cache-dir \
     --require-hashes --only-binary=:all: -r "$lock"
   touch "$build/.complete"
-  if ! mv -T "$build" "$venv" 2>/dev/null; then
+  # rename(2) refuses an existing non-empty target on every OS (GNU `mv -T` is not on macOS runners).
+  if ! "$python" -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$build" "$venv" 2>/dev/null; then
     rm -rf "$build"  # another job finished first; its venv is identical
   fi
   echo "::endgroup::"

@@ -10,6 +10,7 @@ tag, the templates' action reference and the release docs must carry the package
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 import subprocess
 import sys
@@ -282,3 +283,37 @@ def test_entrypoint_reads_inputs_in_both_spellings(spelling: str) -> None:
     parsed = build_parser().parse_args(argv)
     assert (parsed.mode, parsed.selection_path, parsed.selection_sha256) == ("verify-selection", "sel.json", "ab" * 32)
     assert not any("sentinel-secret-value" in word for word in argv)  # tokens never become arguments
+
+
+# --- the composite's venv step (composite/setup.sh) ---------------------------------------------------
+
+
+def run_setup(tmp_path: Path, path: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    output = tmp_path / "output"
+    output.touch()
+    env = {"PATH": path, "GITHUB_ACTION_PATH": str(ROOT / "composite"), "GITHUB_OUTPUT": str(output),
+           "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "temp")}
+    done = subprocess.run(["/bin/bash", str(ROOT / "composite" / "setup.sh")], env=env, capture_output=True,
+                          text=True, check=False)
+    return done, output
+
+
+def test_composite_setup_reuses_a_complete_venv_for_the_same_lock_and_interpreter(tmp_path: Path) -> None:
+    """The cache key is the lock's digest plus the interpreter; a complete venv there is used as is."""
+    python_dir = str(Path(sys.executable).parent)
+    probe, _ = run_setup(tmp_path / "probe", "/nonexistent")  # no python: nothing is built
+    assert probe.returncode == 2 and "::error title=setup.python::" in probe.stdout
+    interpreter = subprocess.run([sys.executable, "-c", "import platform, sys; print(sys.version.split()[0], "
+                                  "platform.machine(), sys.platform)"], capture_output=True, text=True,
+                                 check=True).stdout
+    lock = (ROOT / "requirements" / "runtime.txt").read_bytes()
+    key = hashlib.sha256(lock + interpreter.encode()).hexdigest()[:16]
+    venv = tmp_path / "tool-cache" / "testops-evidence" / f"venv-{key}"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / ".complete").touch()
+    done, output = run_setup(tmp_path, f"{python_dir}:/usr/bin:/bin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"reusing the venv for lock {key}" in done.stdout
+    assert output.read_text() == f"python={venv}/bin/python\n"
