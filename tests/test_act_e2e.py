@@ -75,6 +75,20 @@ CASES = {  # key -> (lane, checks, whether the case command makes every check pa
     "hire-agent-approval": ("external", ["approval-requested", "agent-created-after-approval"], True),
 }
 
+def report_job(job: str) -> str:
+    """A last job of every caller: the called workflow's outputs, as JSON, into a file the test reads."""
+    return f"""\
+  report:
+    needs: {job}
+    runs-on: ubuntu-latest
+    timeout-minutes: 5
+    steps:
+      - env:
+          OUTPUTS: ${{{{ toJSON(needs.{job}.outputs) }}}}
+        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
+"""
+
+
 CALLER = """\
 name: agent evals
 on:
@@ -100,15 +114,7 @@ jobs:
       deadline-seconds: 60
     secrets:
       testops-token: ${{ secrets.ALLURE_TOKEN }}
-  report:
-    needs: campaign
-    runs-on: ubuntu-latest
-    timeout-minutes: 5
-    steps:
-      - env:
-          OUTPUTS: ${{ toJSON(needs.campaign.outputs) }}
-        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
-"""
+""" + report_job("campaign")
 
 BOOTSTRAP_CALLER = """\
 name: testops bootstrap
@@ -128,15 +134,7 @@ jobs:
       dry-run: ${{ inputs.dry-run }}
     secrets:
       testops-token: ${{ secrets.ALLURE_TOKEN }}
-  report:
-    needs: bootstrap
-    runs-on: ubuntu-latest
-    timeout-minutes: 5
-    steps:
-      - env:
-          OUTPUTS: ${{ toJSON(needs.bootstrap.outputs) }}
-        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
-"""
+""" + report_job("bootstrap")
 
 IMPORT_CALLER = """\
 name: import remote cells
@@ -156,15 +154,7 @@ jobs:
       source-run-id: ${{ inputs.source-run-id }}
       intent: evals/import-intent.json
       artifact-name: cells-*
-  report:
-    needs: import
-    runs-on: ubuntu-latest
-    timeout-minutes: 5
-    steps:
-      - env:
-          OUTPUTS: ${{ toJSON(needs.import.outputs) }}
-        run: printf '%s' "$OUTPUTS" > "$TESTOPS_E2E_OUTPUTS"
-"""
+""" + report_job("import")
 
 CASE_COMMAND = '''\
 """The e2e harness: "evaluates" one case and writes its cell-result/v1 (budget-stop fails a check)."""
