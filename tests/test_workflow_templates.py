@@ -216,7 +216,7 @@ def test_case_loop_fails_the_job_for_a_case_without_cell_result_but_runs_the_res
     write_selection(tmp_path, [case("first", []), case("second", [])])
     command = '[ "$TESTOPS_EVIDENCE_CASE" = first ] && exit 3; echo "{}" > "$TESTOPS_EVIDENCE_CELL_RESULT"'
     done = run_loop(tmp_path, ["first", "second"], command, {})
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert "::error title=case.no_cell_result::first: the case command (exit 3) wrote no cell result" in done.stdout
     assert (tmp_path / "testops-evidence-cells" / "second.json").exists()
 
@@ -224,7 +224,7 @@ def test_case_loop_fails_the_job_for_a_case_without_cell_result_but_runs_the_res
 def test_case_loop_refuses_a_case_whose_credentials_are_missing(tmp_path: Path) -> None:
     write_selection(tmp_path, [case("needs-key", ["API_KEY"])])
     done = run_loop(tmp_path, ["needs-key"], 'echo ran > "$TESTOPS_EVIDENCE_CELL_RESULT"', {})
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "::error title=case.credentials::needs-key: case-secrets lacks API_KEY" in done.stdout
     assert not (tmp_path / "testops-evidence-cells" / "needs-key.json").exists()
 
@@ -245,3 +245,16 @@ def test_docs_list_every_campaign_input_with_its_default_and_every_secret() -> N
         assert name in rows, f"docs/workflows.md does not list the secret {name}"
     for name in call["outputs"]:
         assert f"`{name}`" in docs, f"docs/workflows.md does not name the output {name}"
+
+
+def test_annotation_titles_of_the_shipped_scripts_are_registered_codes_with_their_exit_codes() -> None:
+    from testops_evidence.errors import REGISTRY
+
+    shipped = [TEMPLATES / "campaign.yml", ROOT / "composite" / "setup.sh"]
+    titles = {code for path in shipped for code in re.findall(r"::error title=([a-z_.]+)::", path.read_text())}
+    assert titles == {"case.credentials", "case.no_cell_result", "setup.python"}
+    for code in titles:
+        assert code in REGISTRY, f"{code} is not in errors.REGISTRY"
+    assert (REGISTRY["case.credentials"].exit_code, REGISTRY["case.no_cell_result"].exit_code) == (2, 3)
+    setup = (ROOT / "composite" / "setup.sh").read_text()
+    assert REGISTRY["setup.python"].exit_code == 2 and re.search(r"title=setup\.python::.*\n\s*exit 2\n", setup)

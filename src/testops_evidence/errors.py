@@ -109,6 +109,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("selection.catalog", _U, "the catalog is invalid or has no entry for a selected case"),
         _spec("worker.token_present", _I, "a TestOps token variable exists in a worker job",
               "Remove ALLURE_TOKEN / TESTOPS_TOKEN from the worker job's env."),
+        # --- the shipped action and templates (composite/setup.sh, the campaign's case loop) ------------
+        _spec("setup.python", _U, "the composite action found no Python 3.11 or newer on the runner",
+              "Add actions/setup-python before the step, or use the Docker action."),
+        _spec("case.credentials", _U, "case-secrets lacks a credential the case's contract entry lists",
+              "Add it to the JSON of the template's case-secrets secret."),
+        _spec("case.no_cell_result", _I, "the case command wrote no cell result; export records the case as broken",
+              "Make the case command write TESTOPS_EVIDENCE_CELL_RESULT, even when the case fails."),
         # --- export --------------------------------------------------------------------------------
         _spec("export.cell_binding", _I, "a cell result belongs to another case, run, commit or profile"),
         _spec("export.check_binding", _I, "a cell result's checks differ from the contract's checks"),
