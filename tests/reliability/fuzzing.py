@@ -36,6 +36,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from reliability.fuzz_targets import FUZZ_TARGETS
 from testops_evidence.actions import Runtime
 from testops_evidence.errors import Refusal, is_registered
 from testops_evidence.runner import report_refusal
@@ -149,6 +150,7 @@ class Targets:
         self.targets: dict[str, Target] = {}
 
     def target(self, name: str, *, expect_accepted: bool = True) -> Target:
+        assert name in FUZZ_TARGETS, f"fuzz target {name!r} is not listed in fuzz_targets.py (docs/security.md)"
         if name not in self.targets:
             self.targets[name] = Target(name, expect_accepted)
         return self.targets[name]

@@ -3,7 +3,7 @@ parsed value: only a reportable Refusal may come out (fuzzing.py states the inva
 
 Targets (names used in docs/security.md): event-file, runner-environment, contract-yaml, contract-json,
 standing-plan, job-run-plan, job-run-env, cell-result, junit-xml, allure-results, artifact-zip,
-selection, export-receipt, ledger, github-run, github-artifact, testops-page.
+selection, export-receipt, ledger, github-run, github-artifact, testops-page, catalog.
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ from testops_evidence.evidence.adapters import build_cell
 from testops_evidence.evidence.adapters.allure_results import parse_results
 from testops_evidence.evidence.adapters.junit import parse_junit
 from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+from testops_evidence.evidence.catalog import filter_catalog
 from testops_evidence.evidence.cells import adapted_cell, bind_cells, cell_from_bytes, verdict
 from testops_evidence.evidence.receipt import bind_receipt, receipt_from_bytes
 from testops_evidence.evidence.selection import load_selection, validate_against
 from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
 from testops_evidence.github_run import artifact_from_json, next_link, rest_context, run_from_json
 from testops_evidence.ledger import Ledger
-from testops_evidence.safeio import sha256_bytes
+from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_bytes
 from testops_evidence.testops.client import parse_page
 from testops_evidence.testops.jobrun_env import parse_job_run_env
 
@@ -307,3 +308,21 @@ def test_fuzz_testops_page(fuzz: Targets, value: object) -> None:
     with target.example("select"):
         page = parse_page(value, "page 0 of /testcase", 0)
         assert all(isinstance(item, dict) for item in page.content)
+
+
+CATALOGS = (
+    {"version": 1, "cases": {"get-task-context": {"prompt": "p1", "fixtures": ["a"]},
+                             "budget-stop": {"prompt": "p2"}, "unknown-case": {"prompt": "x"}}},
+    {"cases": [{"key": "get-task-context", "prompt": "p1"}, {"key": "budget-stop", "prompt": "p2"}]},
+    [{"key": "budget-stop", "roster": [1, 2]}, {"key": "get-task-context"}],
+)
+
+
+@fuzz_settings()
+@given(data=st.data(), seed=st.sampled_from(CATALOGS))
+def test_fuzz_catalog(fuzz: Targets, data: st.DataObject, seed: object) -> None:
+    target = fuzz.target("catalog")
+    raw = data.draw(document_bytes(seed))
+    with target.example("select"):
+        filtered = filter_catalog(parse_json_bytes(raw, "the catalog"), ["get-task-context", "budget-stop"])
+        canonical_json(filtered)

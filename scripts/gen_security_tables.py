@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Writes the generated tables of ``docs/security.md`` from the data the tests run, so the page cannot
+claim what the tests do not check:
+
+* ``fault kinds`` and ``fault matrix`` from ``tests/reliability/fault_cases.py`` (the cases
+  ``tests/reliability/test_fault_matrix.py`` runs);
+* ``fuzz targets`` from ``tests/reliability/fuzz_targets.py`` and the figures of the last long fuzz run,
+  ``tests/reliability/fuzz-long-run.json`` (written by ``scripts/fuzz_long.sh`` through ``--record``).
+
+    python scripts/gen_security_tables.py                     # rewrite the sections
+    python scripts/gen_security_tables.py --check             # exit 1 when docs/security.md is stale
+    python scripts/gen_security_tables.py --record R.jsonl --seconds 1234 --workers 2
+                                                               # store a long run's figures, then rewrite
+
+Only the text between the ``BEGIN GENERATED`` / ``END GENERATED`` markers is replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from reliability.fault_cases import CASES, FAULTS, NOT_APPLICABLE, PHASES, SERVERS  # noqa: E402
+from reliability.fuzz_targets import FUZZ_TARGETS  # noqa: E402
+
+DOC = ROOT / "docs" / "security.md"
+LONG_RUN = ROOT / "tests" / "reliability" / "fuzz-long-run.json"
+TESTS = "../tests/reliability/"
+BEGIN = "<!-- BEGIN GENERATED: {name} (scripts/gen_security_tables.py; edits between these markers are overwritten) -->"
+END = "<!-- END GENERATED: {name} -->"
+
+
+def cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def code(text: str) -> str:
+    return f"`{text}`"
+
+
+# --- sections ------------------------------------------------------------------------------------------
+
+
+def render_fault_kinds() -> str:
+    rows = [(f.title, f.meaning) for f in FAULTS.values()]
+    return table(("fault kind", "what the test server does"), rows)
+
+
+def _short(case: Any) -> str:
+    return f"{code(case.error_code)} ({case.exit_code})" if case.error_code else f"passes ({case.exit_code})"
+
+
+def render_fault_matrix() -> str:
+    by_cell = {(c.phase, c.fault): c for c in CASES}
+    grid = []
+    for phase in PHASES:
+        row = [f"{phase} ({SERVERS[phase]})"]
+        for key in FAULTS:
+            if (phase, key) in by_cell:
+                row.append(_short(by_cell[(phase, key)]))
+            else:
+                row.append("n/a")
+        grid.append(row)
+    overview = table(("phase", *(f.title for f in FAULTS.values())), grid)
+    details = table(
+        ("phase", "fault", "request faulted", "exit", "error code", "mutations sent", "left pending", "outcome"),
+        [(c.phase, FAULTS[c.fault].title, code(c.target.replace("\\d+", "{id}")), c.exit_code,
+          code(c.error_code) if c.error_code else "—", c.mutations,
+          ", ".join(code(p) for p in c.pending) or "—", c.outcome) for c in CASES])
+    not_applicable = "\n".join(f"* **{n.phase} × {FAULTS[n.fault].title}** is not applicable: {n.reason}."
+                               for n in NOT_APPLICABLE)
+    return (f"{len(CASES)} cases over {len(PHASES)} phases × {len(FAULTS)} fault kinds "
+            f"({len(NOT_APPLICABLE)} not applicable), run by [`test_fault_matrix.py`]({TESTS}test_fault_matrix.py).\n\n"
+            f"{overview}\n\n{details}\n\n{not_applicable}")
+
+
+def render_fuzz_targets(record: dict[str, Any] | None) -> str:
+    figures = {t["target"]: t for t in record["targets"]} if record else {}
+    rows = []
+    for target in FUZZ_TARGETS.values():
+        fig = figures.get(target.name)
+        numbers = ((f"{fig['examples']:,}", f"{fig['refused']:,} / {fig['accepted']:,}", f"{fig['seconds']:.0f}")
+                   if fig else ("—", "—", "—"))
+        rows.append((code(target.name), target.source, target.chain, *numbers,
+                     f"[{target.test}]({TESTS}{target.test})"))
+    text = table(("target", "untrusted input", "what it goes through", "examples (long run)",
+                  "refused / accepted", "seconds", "test"), rows)
+    if record:
+        total = sum(t["examples"] for t in record["targets"])
+        smallest = min(t["examples"] for t in record["targets"])
+        text += (f"\n\nLast long run: {record['date']}, `{record['command']}`: {total:,} examples over "
+                 f"{len(record['targets'])} targets (at least {smallest:,} each), {record['wall_seconds']:,} s wall "
+                 f"time on {record['workers']} worker(s) ({record['machine']}); hypothesis {record['hypothesis']}, "
+                 f"Python {record['python']}. No example raised anything but a reportable refusal.")
+    else:
+        text += "\n\nNo long run is recorded yet: run `scripts/fuzz_long.sh`."
+    return text
+
+
+SECTIONS = {
+    "fault kinds": lambda _record: render_fault_kinds(),
+    "fault matrix": lambda _record: render_fault_matrix(),
+    "fuzz targets": render_fuzz_targets,
+}
+
+
+def load_record() -> dict[str, Any] | None:
+    if not LONG_RUN.exists():
+        return None
+    record: dict[str, Any] = json.loads(LONG_RUN.read_text(encoding="utf-8"))
+    return record
+
+
+def update(text: str, record: dict[str, Any] | None = None) -> str:
+    """``text`` (docs/security.md) with every generated section replaced."""
+    record = record if record is not None else load_record()
+    for name, render in SECTIONS.items():
+        begin, end = BEGIN.format(name=name), END.format(name=name)
+        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+        if not pattern.search(text):
+            raise SystemExit(f"docs/security.md has no section markers for {name!r}")
+        block = f"{begin}\n\n{render(record)}\n\n{end}"
+        text = pattern.sub(lambda _match, block=block: block, text)
+    return text
+
+
+def record_run(report: Path, seconds: int, workers: int, command: str) -> dict[str, Any]:
+    import hypothesis
+
+    targets: dict[str, dict[str, Any]] = {}
+    for line in report.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        targets[entry["target"]] = entry
+    record = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "command": command,
+        "wall_seconds": seconds,
+        "workers": workers,
+        "machine": f"{platform.machine()}, {platform.system()}",
+        "hypothesis": hypothesis.__version__,
+        "python": platform.python_version(),
+        "targets": [targets[name] for name in FUZZ_TARGETS if name in targets],
+    }
+    missing = sorted(set(FUZZ_TARGETS) - set(targets))
+    if missing:
+        raise SystemExit(f"the long run has no figures for {', '.join(missing)}")
+    LONG_RUN.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/security.md is stale")
+    parser.add_argument("--record", type=Path, help="the JSON-lines report of a long fuzz run to store")
+    parser.add_argument("--seconds", type=int, default=0, help="the long run's wall time")
+    parser.add_argument("--workers", type=int, default=1, help="the long run's pytest workers")
+    parser.add_argument("--command", default="scripts/fuzz_long.sh", help="how the long run was started")
+    args = parser.parse_args(argv)
+    record = record_run(args.record, args.seconds, args.workers, args.command) if args.record else None
+    current = DOC.read_text(encoding="utf-8")
+    fresh = update(current, record)
+    if args.check:
+        if fresh != current:
+            print("docs/security.md is stale: run scripts/gen_security_tables.py", file=sys.stderr)
+            return 1
+        return 0
+    if fresh != current:
+        DOC.write_text(fresh, encoding="utf-8")
+        print("rewrote docs/security.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
