@@ -12,12 +12,17 @@ import os
 import sys
 
 
-def _import_cli():  # type: ignore[no-untyped-def]
+def _find_package() -> None:
     try:
-        from testops_evidence import cli, interface, settings
+        import testops_evidence  # noqa: F401
     except ModuleNotFoundError:  # running from a checkout (composite variant, tests)
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "src"))
-        from testops_evidence import cli, interface, settings
+
+
+def _import_cli():  # type: ignore[no-untyped-def]
+    _find_package()
+    from testops_evidence import cli, interface, settings
+
     return cli, interface, settings
 
 
@@ -40,9 +45,11 @@ def build_argv(env: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli, interface, settings = _import_cli()
     if argv:  # `docker run <image> --version` (or any command line) is the CLI's, not the action's
+        cli, _, _ = _import_cli()
         return int(cli.main(argv))
+    _find_package()
+    from testops_evidence import interface, settings
     env = dict(os.environ)
     mode = settings.env_input(env, "mode")
     if mode is None or mode not in interface.MODES:

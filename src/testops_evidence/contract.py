@@ -197,6 +197,9 @@ class Contract:
     digest: str  # SHA-256 of the canonical JSON of the validated document
     document: Mapping[str, Any] = field(repr=False, default_factory=dict)
     _by_key: Mapping[str, Case] = field(repr=False, default_factory=dict)
+    # SHA-256 of the file's exact bytes (None when the contract did not come from a file): select records
+    # it in the selection, so a worker binds its contract file by hashing it instead of parsing it.
+    file_sha256: str | None = None
 
     def case(self, key: str) -> Case:
         try:
@@ -305,10 +308,10 @@ def load_contract(path: str | Path) -> Contract:
     except Refusal as exc:
         raise Refusal("contract.invalid", f"contract file {p} cannot be read safely: {exc.message}",
                       field="contract", expected=exc.expected, actual=exc.actual) from None
-    return contract_from_document(parse_contract_bytes(data, p.name), str(p))
+    return contract_from_document(parse_contract_bytes(data, p.name), str(p), file_sha256=sha256_bytes(data))
 
 
-def contract_from_document(document: Any, source: str = "<contract>") -> Contract:
+def contract_from_document(document: Any, source: str = "<contract>", *, file_sha256: str | None = None) -> Contract:
     validate_document("contract", document, "contract.invalid", "the contract")
     _semantic_checks(document)
     trust_doc = document["trust"]
@@ -374,6 +377,7 @@ def contract_from_document(document: Any, source: str = "<contract>") -> Contrac
         digest=sha256_bytes(canonical_json(document)),
         document=document,
         _by_key={c.key: c for c in cases},
+        file_sha256=file_sha256,
     )
 
 

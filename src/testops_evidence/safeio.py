@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 
@@ -64,11 +63,15 @@ def pretty_json(value: Any) -> bytes:
 
 
 def sha256_bytes(data: bytes) -> str:
+    import hashlib  # here, not at the top: a worker's fast gate may hash without loading OpenSSL
+
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_fd(fd: int) -> str:
     """Stream a descriptor through SHA-256 (constant memory)."""
+    import hashlib
+
     digest = hashlib.sha256()
     buf = bytearray(HASH_CHUNK)
     view = memoryview(buf)

@@ -27,7 +27,10 @@ from typing import Any
 from testops_evidence.context import RunContext, check_same_run, env_context, rehearsal_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes, write_once
+from testops_evidence.evidence.gate import (
+    read_document_bytes as read_document_bytes,  # re-exported: phases import it here
+)
+from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_bytes, write_once
 
 SCHEMA_ID = "testops-evidence/selection/v1"
 # A 10,000-case selection is about 3 MB; the cap bounds what a worker reads from an artifact.
@@ -101,6 +104,8 @@ def build_selection(
         "full-plan": len(keys) == len(contract.cases) and all(contract.has_case(k) for k in keys),
         "cases": rows,
     }
+    if contract.file_sha256 is not None:
+        document["contract-file-sha256"] = contract.file_sha256
     # Every row is Case.row() of a schema-validated contract, whose case schema is at least as strict as
     # the selection's row schema; one row proves the mapping, and re-validating 10,000 rows would cost
     # seconds. Readers (load_selection) validate every row: their bytes crossed a job boundary.
@@ -179,17 +184,6 @@ class Selection:
         return None
 
 
-def read_document_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
-    """Read a document that crossed jobs: relative paths are resolved below the working directory
-    component by component (no links anywhere, no ``..``); absolute paths below their parent."""
-    text = os.fspath(path)
-    if os.path.isabs(text):
-        return read_safe(os.path.dirname(text) or "/", os.path.basename(text), limit=limit)
-    normal = os.path.normpath(text).replace(os.sep, "/")
-    if normal == ".." or normal.startswith("../"):
-        raise Refusal("io.unsafe_path", f"{text} leaves the working directory", field="path",
-                      expected="a path inside the workspace", actual=text)
-    return read_safe(".", normal, limit=limit)
 
 
 def load_selection(path: str | os.PathLike[str], expected_sha256: str | None,

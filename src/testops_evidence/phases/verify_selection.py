@@ -6,39 +6,83 @@ Here: the ``selection-sha256`` input must be 64 lowercase hex; the file's exact 
 (``selection.digest``); the document must match its schema, the contract (digest, campaign, profile,
 every case row byte for byte) and the live run context (``selection.context``).
 
+First the fast gate (:mod:`evidence.gate`) tries to accept by digests alone: the selection's bytes hash
+to ``selection-sha256``, the contract file's bytes hash to the ``contract-file-sha256`` that select
+recorded, and the recorded run context binds to this job's runner variables. It only ever accepts;
+whenever it cannot, the full verification above runs and decides, with the same refusals as before.
+
 No network and no network library: the live context is the runner's environment (or the local rehearsal
 context outside Actions). A test asserts that neither ``requests`` nor ``github`` is imported.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
-
 from testops_evidence import summary
-from testops_evidence.evidence.selection import check_sha256, load_selection, validate_against, worker_context
+from testops_evidence.evidence.gate import verify_by_digests
 from testops_evidence.runner import PhaseContext, PhaseResult
+
+# The success path of this phase starts every matrix job: it imports only the fast gate (see
+# evidence/gate.py); the full verification and its imports (ruamel.yaml, jsonschema, ...) load only when
+# the gate cannot decide (tests/test_startup_imports.py, benchmarks/run.py --only startup).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SELECTION_PATH = "testops-evidence-selection.json"
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
+    raw_path = ctx.settings.string("selection-path")
+    gated = None
+    if raw_path is None or _plain_path(raw_path):
+        gated = verify_by_digests(raw_path or DEFAULT_SELECTION_PATH, ctx.settings.string("selection-sha256"),
+                                  ctx.settings.string("contract"), ctx.env)
+    if gated is not None:
+        document = gated.document
+        return _result(raw_path or DEFAULT_SELECTION_PATH, gated.digest, document, document["cases"], gated.live,
+                       document["campaign"])
+    return _verify_fully(ctx)
+
+
+def _verify_fully(ctx: PhaseContext) -> PhaseResult:
+    """Parse the contract, validate the selection's schema and every row against the contract, and bind
+    it to this run; every refusal of this phase comes from here."""
+    from pathlib import Path
+
+    from testops_evidence.evidence.selection import check_sha256, load_selection, validate_against, worker_context
+
     expected = check_sha256(ctx.settings.string("selection-sha256"))
     path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)
     contract = ctx.contract()
     live = worker_context(ctx.env, contract)
     selection = load_selection(path, expected)
     validate_against(selection, contract, live)
+    binding = {"repository": live.repository, "run-id": live.run_id, "run-attempt": live.run_attempt,
+               "head-sha": live.head_sha, "run-url": live.run_url}
+    return _result(str(path), selection.digest, selection.document, selection.cases, binding, contract.campaign)
 
-    lanes = Counter(row["lane"] for row in selection.cases)
-    testops = selection.testops
+
+def _plain_path(text: str) -> bool:
+    """True when ``str(Path(text)) == text`` (no empty or ``.`` components), so the summary names the
+    selection exactly as the full verification (which goes through ``Path``) would."""
+    parts = text[1:].split("/") if text.startswith("/") else text.split("/")
+    return bool(text) and text != "/" and "\x00" not in text and all(p not in ("", ".") for p in parts)
+
+
+def _result(path: str, digest: str, document: Any, cases: list[dict[str, Any]], live: dict[str, Any],
+            campaign: str) -> PhaseResult:
+    lanes: dict[str, int] = {}
+    for row in cases:
+        lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
+    testops = document["testops"]
     rows = [
         ("selection", f"`{path}`"),
-        ("sha256", f"`{selection.digest}`"),
-        ("source", selection.source),
-        ("backend", selection.backend),
-        ("run", summary.link(f"{live.repository} #{live.run_id} (attempt {live.run_attempt})", live.run_url)),
-        ("commit", f"`{live.head_sha}`"),
+        ("sha256", f"`{digest}`"),
+        ("source", str(document["source"])),
+        ("backend", str(document["backend"])),
+        ("run", summary.link(f"{live['repository']} #{live['run-id']} (attempt {live['run-attempt']})",
+                             live["run-url"])),
+        ("commit", f"`{live['head-sha']}`"),
     ]
     if testops is not None:
         rows.append(("TestOps job run", summary.link(f"#{testops['job-run-id']}",
@@ -47,7 +91,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                                     f"{testops['endpoint']}/launch/{testops['launch-id']}")))
     body = summary.table(("", ""), rows)
     body += "\n" + summary.table(("lane", "cases"), sorted(lanes.items()))
-    headline = (f"✅ The selection is intact and bound to this run: {selection.count} case(s) "
+    count = len(cases)
+    headline = (f"✅ The selection is intact and bound to this run: {count} case(s) "
                 f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), contract "
-                f"**{contract.campaign}**{', full plan' if selection.full_plan else ''}.")
-    return PhaseResult(headline=headline, outputs={"selected-count": selection.count}, summary=body)
+                f"**{campaign}**{', full plan' if document['full-plan'] else ''}.")
+    return PhaseResult(headline=headline, outputs={"selected-count": count}, summary=body)

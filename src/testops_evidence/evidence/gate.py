@@ -1,0 +1,191 @@
+"""The worker's fast gate: accept a selection by digests alone, before any case runs.
+
+``verify-selection`` runs at the start of every matrix job, so its start-up is paid once per case. The
+full verification (:mod:`evidence.selection`) parses the YAML contract with ruamel.yaml, validates the
+selection against its schema and compares every row with the contract — about 100 ms of imports and work
+for what digests already prove:
+
+* the selection's exact bytes hash to ``selection-sha256``, the digest that travelled as the select
+  job's output, outside the artifact that carried the file: the bytes are the ones ``select`` wrote,
+  which ``select`` built from a validated contract and checked (rows, duplicates, plan, full-plan flag);
+* the worker's contract file has exactly the bytes whose SHA-256 ``select`` recorded
+  (``contract-file-sha256``): it is the contract ``select`` used, so the rows, campaign, contract digest
+  and profile in the selection are that contract's by construction;
+* the selection's run context binds to this job's run (the runner's ``GITHUB_*`` variables, checked as
+  :func:`context.env_context` checks them).
+
+The gate only ever *accepts*. Anything else — another digest, contract bytes that differ (a checkout
+that rewrote line endings), a selection made before ``contract-file-sha256`` existed, a run outside
+Actions (the rehearsal context needs the contract), or any doubt at all — returns ``None`` and the full
+verification decides, with its refusals and their codes. So the gate changes how fast a worker starts,
+never what it accepts or refuses. It imports nothing but :mod:`safeio` (no json, re, pathlib, typing:
+benchmarks/run.py --only startup; tests/test_startup_imports.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from testops_evidence.errors import Refusal
+from testops_evidence.safeio import read_safe, sha256_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+SELECTION_SCHEMA = "testops-evidence/selection/v1"
+SELECTION_LIMIT = 64 * 1024 * 1024  # = evidence.selection.SELECTION_LIMIT (a test keeps them equal)
+CONTRACT_LIMIT = 4 * 1024 * 1024  # = contract.CONTRACT_LIMIT
+DEFAULT_CONTRACT = ".github/testops-evidence.yml"
+_HEX = frozenset("0123456789abcdef")
+
+
+def read_document_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+    """Read a document that crossed jobs: relative paths are resolved below the working directory
+    component by component (no links anywhere, no ``..``); absolute paths below their parent."""
+    text = os.fspath(path)
+    if os.path.isabs(text):
+        return read_safe(os.path.dirname(text) or "/", os.path.basename(text), limit=limit)
+    normal = os.path.normpath(text).replace(os.sep, "/")
+    if normal == ".." or normal.startswith("../"):
+        raise Refusal("io.unsafe_path", f"{text} leaves the working directory", field="path",
+                      expected="a path inside the workspace", actual=text)
+    return read_safe(".", normal, limit=limit)
+
+
+class GateFacts:
+    """What the gate established, for the phase's outputs and summary."""
+
+    def __init__(self, document: dict[str, Any], digest: str, live: dict[str, Any]) -> None:
+        self.document = document
+        self.digest = digest
+        self.live = live  # repository, run-id, run-attempt, head-sha, run-url of this job's run
+
+
+def verify_by_digests(selection_path: str, expected_sha256: str | None, contract_path: str | None,
+                      env: Mapping[str, str]) -> GateFacts | None:
+    """The facts if the selection is accepted by digests alone, else ``None`` (run the full check)."""
+    try:
+        return _verify(selection_path, expected_sha256, contract_path or DEFAULT_CONTRACT, env)
+    except Exception:  # any doubt: the full verification decides, and explains
+        return None
+
+
+def _verify(selection_path: str, expected: str | None, contract_path: str,
+            env: Mapping[str, str]) -> GateFacts | None:
+    if expected is None or len(expected) != 64 or not set(expected) <= _HEX:
+        return None
+    if env.get("GITHUB_ACTIONS") != "true":
+        return None
+    data = read_document_bytes(selection_path, SELECTION_LIMIT)
+    if sha256_hex(data) != expected:
+        return None
+    document = loads_canonical(data.decode("utf-8"))
+    if not isinstance(document, dict) or document.get("schema") != SELECTION_SCHEMA:
+        return None
+    recorded = document.get("contract-file-sha256")
+    if not isinstance(recorded, str):
+        return None
+    if sha256_hex(read_document_bytes(contract_path, CONTRACT_LIMIT)) != recorded:
+        return None
+    live = live_binding(env)
+    context = document["context"]
+    for key in ("repository", "run-id", "run-attempt", "head-sha", "workflow-path", "local"):
+        if context[key] != live[key] or type(context[key]) is not type(live[key]):
+            return None
+    return GateFacts(document, expected, live)
+
+
+# Below this size CPython's built-in SHA-256 (hashlib's own fallback) hashes faster than hashlib can load
+# OpenSSL's libcrypto (~2.5 ms at import: a quarter of a bare interpreter start); above it OpenSSL's
+# speed (8x the built-in here) wins. Same algorithm, same digest.
+BUILTIN_SHA256_BELOW = 512 * 1024
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data``, hex; without loading OpenSSL for small inputs when nothing loaded it yet."""
+    if len(data) < BUILTIN_SHA256_BELOW and "_hashlib" not in sys.modules:
+        name = "_sha2" if sys.version_info >= (3, 12) else "_sha256"  # CPython's module names
+        module = sys.modules.get(name) or _import_or_none(name)
+        if module is not None:
+            digest: str = module.sha256(data).hexdigest()
+            return digest
+    return sha256_bytes(data)
+
+
+def _import_or_none(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def live_binding(env: Mapping[str, str]) -> dict[str, Any]:
+    """The binding fields of this job's run from the runner's variables, accepted only where
+    :func:`context.env_context` accepts them (stricter is fine: the full check runs instead)."""
+    repository = _required(env, "GITHUB_REPOSITORY")
+    workflow_ref = _required(env, "GITHUB_WORKFLOW_REF")
+    prefix = f"{repository}/"
+    if not workflow_ref.startswith(prefix) or "@" not in workflow_ref:
+        raise ValueError("GITHUB_WORKFLOW_REF")
+    workflow_path = workflow_ref[len(prefix):].split("@", 1)[0]
+    sha = _required(env, "GITHUB_SHA")
+    if len(sha) != 40 or not set(sha) <= _HEX:
+        raise ValueError("GITHUB_SHA")
+    run_id = _id(_required(env, "GITHUB_RUN_ID"))
+    run_attempt = _id(env.get("GITHUB_RUN_ATTEMPT", "1"))
+    _id(_required(env, "GITHUB_RUN_NUMBER"))
+    _required(env, "GITHUB_EVENT_NAME")
+    if env.get("GITHUB_ACTOR_ID"):
+        _id(env["GITHUB_ACTOR_ID"])
+    server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    return {"repository": repository, "run-id": run_id, "run-attempt": run_attempt, "head-sha": sha,
+            "workflow-path": workflow_path, "local": False,
+            "run-url": f"{server}/{repository}/actions/runs/{run_id}"}
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise ValueError(name)
+    return value
+
+
+def _id(value: str) -> int:
+    """``context.ID_RE`` (``^[1-9][0-9]{0,17}$``) without the regex engine."""
+    if not (1 <= len(value) <= 18 and value.isascii() and value.isdigit() and value[0] != "0"):
+        raise ValueError(value)
+    return int(value)
+
+
+class _ScannerContext:
+    """The settings ``json.JSONDecoder()`` gives its C scanner (``json.loads`` defaults)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def loads_canonical(text: str) -> Any:
+    """``json.loads`` for canonical JSON (no leading whitespace), through the C scanner that ``json.loads``
+    itself uses. Importing the ``json`` package costs the regex engine (re, enum, functools,
+    collections: half a bare interpreter start), for nothing but skipping leading whitespace; where the
+    C scanner is not available, this is ``json.loads``."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # another Python implementation
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = make_scanner(_ScannerContext())(text, 0)  # type: ignore[arg-type]  # duck-typed, as json does
+    except StopIteration:
+        raise ValueError("no JSON value at the start") from None
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("extra data after the JSON value")
+    return value

@@ -1,0 +1,158 @@
+"""verify-selection's fast gate: it accepts by digests alone (selection bytes, contract file bytes, run
+context) and otherwise leaves the decision to the full verification, whose refusals stay what they were."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evidence_support import EXAMPLE_CONTRACT, actions_env
+from helpers import PhaseRun, run_mode
+from testops_evidence import contract as contract_module
+from testops_evidence.context import env_context
+from testops_evidence.contract import load_contract
+from testops_evidence.evidence import gate
+from testops_evidence.evidence import selection as selection_module
+from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
+from testops_evidence.safeio import canonical_json, sha256_bytes
+
+
+def make_campaign(tmp: Path, contract_text: bytes | None = None) -> tuple[Path, Path, str]:
+    """The example YAML contract in ``tmp`` and the selection select writes for it (all cases)."""
+    contract_path = tmp / "contract.yml"
+    if contract_text is None:
+        shutil.copyfile(EXAMPLE_CONTRACT, contract_path)
+    else:
+        contract_path.write_bytes(contract_text)
+    contract = load_contract(contract_path)
+    document = build_selection(contract, env_context(actions_env()), list(contract.cases), backend="files",
+                               source="contract")
+    data = selection_bytes(document)
+    path = write_selection(tmp / "selection.json", data)
+    return contract_path, path, sha256_bytes(data)
+
+
+def worker(tmp: Path, contract: Path, selection: Path, digest: str, **env: str) -> PhaseRun:
+    options = {"contract": str(contract), "selection-path": str(selection), "selection-sha256": digest,
+               "state-dir": str(tmp / f"state-{len(list(tmp.glob('state-*')))}")}
+    return run_mode("verify-selection", tmp, options, {**actions_env(), **env})
+
+
+def gate_facts(contract: Path, selection: Path, digest: str, **env: str) -> gate.GateFacts | None:
+    return gate.verify_by_digests(str(selection), digest, str(contract), {**actions_env(), **env})
+
+
+def test_select_records_the_contract_files_digest(tmp_path: Path) -> None:
+    contract, selection, _ = make_campaign(tmp_path)
+    document = json.loads(selection.read_bytes())
+    assert document["contract-file-sha256"] == hashlib.sha256(contract.read_bytes()).hexdigest()
+    assert load_contract(contract).file_sha256 == document["contract-file-sha256"]
+
+
+def test_the_gate_accepts_the_selection_select_wrote(tmp_path: Path) -> None:
+    contract, selection, digest = make_campaign(tmp_path)
+    facts = gate_facts(contract, selection, digest)
+    assert facts is not None
+    assert facts.digest == digest and len(facts.document["cases"]) == 12
+    assert facts.live["run-url"] == "https://github.com/acme/agents/actions/runs/9100200300"
+
+
+def test_gate_and_full_verification_give_the_same_outputs_and_summary(tmp_path: Path) -> None:
+    contract, selection, digest = make_campaign(tmp_path)
+    fast = worker(tmp_path, contract, selection, digest)
+    # Same content, other bytes (a checkout that rewrote line endings): the gate cannot decide, the full
+    # verification parses the contract, finds the same canonical digest, and accepts.
+    crlf = tmp_path / "contract-crlf.yml"
+    crlf.write_bytes(contract.read_bytes().replace(b"\n", b"\r\n"))
+    assert gate_facts(crlf, selection, digest) is None
+    full = worker(tmp_path, crlf, selection, digest)
+    assert (fast.exit_code, full.exit_code) == (0, 0)
+    assert fast.outputs == full.outputs == {"selected-count": "12"}
+    assert fast.summary == full.summary
+    assert "12 case(s) (3 external, 9 native), contract **agent-protocol**, full plan" in fast.summary
+
+
+@pytest.mark.parametrize(("change", "code"), [
+    ("digest", "selection.digest"),
+    ("run", "selection.context"),
+    ("contract", "selection.context"),
+    ("bad-digest-input", "input.selection-sha256"),
+])
+def test_whatever_the_gate_cannot_accept_is_refused_as_before(tmp_path: Path, change: str, code: str) -> None:
+    contract, selection, digest = make_campaign(tmp_path)
+    env: dict[str, str] = {}
+    if change == "digest":
+        digest = "0" * 64
+    elif change == "run":
+        env["GITHUB_RUN_ID"] = "9100200301"
+    elif change == "contract":
+        contract.write_bytes(contract.read_bytes().replace(b"campaign: agent-protocol", b"campaign: other-one"))
+    else:
+        digest = digest.upper()
+    assert gate_facts(contract, selection, digest, **env) is None
+    run = worker(tmp_path, contract, selection, digest, **env)
+    assert (run.exit_code, run.outputs["error-code"]) == (2 if code.startswith("input.") else 3, code)
+
+
+def test_a_selection_without_the_contract_file_digest_goes_the_full_way(tmp_path: Path) -> None:
+    contract, _, _ = make_campaign(tmp_path)
+    document = json.loads((tmp_path / "selection.json").read_bytes())
+    del document["contract-file-sha256"]
+    data = selection_bytes(document)
+    older = write_selection(tmp_path / "older.json", data)
+    assert gate_facts(contract, older, sha256_bytes(data)) is None
+    assert worker(tmp_path, contract, older, sha256_bytes(data)).exit_code == 0
+
+
+def test_outside_actions_the_gate_steps_aside(tmp_path: Path) -> None:
+    contract, selection, digest = make_campaign(tmp_path)
+    assert gate_facts(contract, selection, digest, GITHUB_ACTIONS="") is None
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("GITHUB_SHA", "0123456789ABCDEF0123456789abcdef01234567"), ("GITHUB_RUN_ATTEMPT", "01"),
+    ("GITHUB_RUN_NUMBER", ""), ("GITHUB_ACTOR_ID", "x"), ("GITHUB_WORKFLOW_REF", "other/repo/.github/w.yml@main"),
+])
+def test_runner_variables_the_full_check_would_refuse_are_never_accepted_by_the_gate(tmp_path: Path, name: str,
+                                                                                     value: str) -> None:
+    contract, selection, digest = make_campaign(tmp_path)
+    assert gate_facts(contract, selection, digest, **{name: value}) is None
+    assert worker(tmp_path, contract, selection, digest, **{name: value}).exit_code != 0
+
+
+def test_the_gate_limits_are_the_full_verifications() -> None:
+    assert gate.SELECTION_LIMIT == selection_module.SELECTION_LIMIT
+    assert gate.CONTRACT_LIMIT == contract_module.CONTRACT_LIMIT
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+              st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_the_canonical_loader_is_json_loads(value: Any) -> None:
+    text = canonical_json(value).decode("utf-8")
+    assert gate.loads_canonical(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", " {}", "{} x", "{", "[1,]", '{"a":1}{"b":2}'])
+def test_the_canonical_loader_refuses_what_is_not_one_json_value(text: str) -> None:
+    with pytest.raises(ValueError):
+        gate.loads_canonical(text)
+
+
+@pytest.mark.parametrize("size", [0, 1, 64, gate.BUILTIN_SHA256_BELOW - 1, gate.BUILTIN_SHA256_BELOW, 3 << 20])
+def test_sha256_hex_is_sha256(size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert gate.sha256_hex(data) == hashlib.sha256(data).hexdigest()
