@@ -47,8 +47,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if not uncertain:
         return PhaseResult(headline=f"✅ Reconciled {len(reconciled)} uncertain mutation(s) by observing TestOps.",
                            outputs=outputs, summary=table)
+    hint = REGISTRY[UNRESOLVED].hint or ("Observe again later (TestOps may still be processing); with `resume: "
+                                         "true` a mutation proved absent is re-sent once.")
     refusal = Refusal(UNRESOLVED, f"{len(uncertain)} of {len(pending)} mutations are still uncertain: "
-                      + ", ".join(uncertain), field="still-uncertain", expected="[]", actual=uncertain)
+                      + ", ".join(uncertain), field="still-uncertain", expected="[]", actual=uncertain, hint=hint)
     # The outputs matter here (which stages are resolved), so the refusal is reported beside them rather
     # than raised (a raised refusal would set error-code only).
     outputs["error-code"] = UNRESOLVED
@@ -57,11 +59,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.state.write_failure({"mode": ctx.mode, **refusal.to_json()})
     except (Refusal, OSError) as exc:
         ctx.runtime.annotate("warning", f"failure.json could not be written: {exc}")
-    hint = REGISTRY[UNRESOLVED].hint or ("Observe again later (TestOps may still be processing); with `resume: "
-                                         "true` a mutation proved absent is re-sent once.")
+    # The refusal section the runner shows for a raised refusal (code, field, expected/actual, next step), so
+    # an operator reading this summary sees the error code like every other refusal's.
     return PhaseResult(headline=f"⚠️ {len(uncertain)} of {len(pending)} mutations are still uncertain; "
                        f"{len(reconciled)} reconciled.", outputs=outputs,
-                       summary=table + f"\n**Next step:** {hint}\n", exit_code=refusal.exit_code)
+                       summary=table + "\n" + summary.refusal_section(refusal, ctx.mode), exit_code=refusal.exit_code)
 
 
 def _observe(client: TestOpsClient, marker: dict[str, Any]) -> Observation:
