@@ -184,7 +184,7 @@ def render_inputs() -> str:
         "Each phase is one `mode` of the action, and one subcommand of the CLI:",
         "",
         "```yaml",
-        "- uses: <owner>/testops-evidence@v1",
+        "- uses: testops-evidence/testops-evidence@v0.1.0",
         "  with:",
         "    mode: select",
         "    cases: get-task-context,budget-stop",
