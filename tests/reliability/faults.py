@@ -60,7 +60,7 @@ def _body(value: Any) -> str:
 # --- TestOps worlds ------------------------------------------------------------------------------------------
 
 
-def _testops_contract(endpoint: str, *, plan_id: int | None) -> dict[str, Any]:
+def _testops_contract(endpoint: str, *, plan_id: int | None, auth: str = "api-token") -> dict[str, Any]:
     plan: dict[str, Any] = {"name": PLAN_NAME}
     if plan_id is not None:
         plan["id"] = plan_id
@@ -69,7 +69,7 @@ def _testops_contract(endpoint: str, *, plan_id: int | None) -> dict[str, Any]:
         "campaign": "agent-protocol",
         "trust": {"repository": "acme/agents", "events": ["workflow_dispatch"], "branches": ["main"],
                   "workflows": [".github/workflows/agent-evals.yml"]},
-        "testops": {"endpoint": endpoint, "project-id": PROJECT, "plan": plan},
+        "testops": {"endpoint": endpoint, "project-id": PROJECT, "plan": plan, "auth": auth},
         "profile": {"id": "sonnet-default", "model": "claude-sonnet-5"},
         "lanes": {"native": {"max-parallel": 2}, "external": {"max-parallel": 1}},
         "cases": [
@@ -88,10 +88,13 @@ class TestOpsWorld:
 
     __test__ = False
 
-    def __init__(self, tmp: Path, server: TestOpsServer, clock: FakeClock) -> None:
+    def __init__(self, tmp: Path, server: TestOpsServer, clock: FakeClock, extra_env: dict[str, str] | None = None
+                 ) -> None:
         self.tmp = tmp
         self.server = server
         self.clock = clock
+        self.extra_env = dict(extra_env or {})  # e.g. the token in every variable a workflow could use
+        self.auth = "api-token"
 
     def seed_cases(self, *, drift: bool = False, plan: bool = False) -> None:
         self.server.add_project(PROJECT)
@@ -103,11 +106,12 @@ class TestOpsWorld:
 
     def contract(self, *, plan_id: int | None) -> Path:
         path = self.tmp / "contract.json"
-        path.write_text(json.dumps(_testops_contract(self.server.url, plan_id=plan_id)))
+        path.write_text(json.dumps(_testops_contract(self.server.url, plan_id=plan_id, auth=self.auth)))
         return path
 
     def phase(self, mode: str, options: dict[str, Any], env: dict[str, str] | None = None) -> PhaseRun:
-        full_env = {"ALLURE_TOKEN": SENTINEL, "GITHUB_RUN_NUMBER": "17", **TESTOPS_TUNING, **(env or {})}
+        full_env = {"ALLURE_TOKEN": SENTINEL, "GITHUB_RUN_NUMBER": "17", **TESTOPS_TUNING, **(env or {}),
+                    **self.extra_env}
         return run_mode(mode, self.tmp, {"state-dir": str(self.tmp / "state"), **options}, full_env,
                         clock=self.clock.time, monotonic=self.clock.monotonic, sleep=self.clock.sleep)
 
@@ -207,15 +211,17 @@ TESTOPS_WORLDS: dict[str, Callable[[TestOpsWorld], Callable[[], Outcome]]] = {
 class GitHubWorld:
     __test__ = False
 
-    def __init__(self, tmp: Path, server: GitHubServer, clock: FakeClock) -> None:
+    def __init__(self, tmp: Path, server: GitHubServer, clock: FakeClock, extra_env: dict[str, str] | None = None
+                 ) -> None:
         self.tmp = tmp
         self.server = server
         self.clock = clock
+        self.extra_env = dict(extra_env or {})
 
     def phase(self, mode: str, options: dict[str, Any], env: dict[str, str]) -> PhaseRun:
         return run_mode(mode, self.tmp, {"state-dir": str(self.tmp / "state"), **options},
-                        {**env, **GITHUB_TUNING}, clock=self.clock.time, monotonic=self.clock.monotonic,
-                        sleep=self.clock.sleep)
+                        {**env, **GITHUB_TUNING, **self.extra_env}, clock=self.clock.time,
+                        monotonic=self.clock.monotonic, sleep=self.clock.sleep)
 
 
 def _github_outcome(world: GitHubWorld, run: PhaseRun, roots: list[Path]) -> Outcome:
@@ -299,33 +305,46 @@ def inject_github(server: GitHubServer, case: FaultCase) -> None:
         raise ValueError(spec.kind)
 
 
+@dataclass
+class Servers:
+    testops: TestOpsServer | None = None
+    github: GitHubServer | None = None
+
+
 @contextmanager
-def world_for(case: FaultCase, tmp: Path) -> Iterator[Callable[[], Outcome]]:
+def phase_world(phase: str, tmp: Path, *, extra_env: dict[str, str] | None = None, committed: bool = False,
+                auth: str = "api-token") -> Iterator[tuple[Callable[[], Outcome], Servers]]:
+    """The world of ``phase`` with its servers running, before any fault: ``act()`` runs the phase."""
     clock = FakeClock()
-    if case.phase in TESTOPS_WORLDS:
+    if phase in TESTOPS_WORLDS:
         with TestOpsServer(token=SENTINEL, clock=clock.monotonic) as server:
-            world = TestOpsWorld(tmp, server, clock)
-            if case.phase == "select":
+            world = TestOpsWorld(tmp, server, clock, extra_env)
+            world.auth = auth
+            if phase == "select":
                 with github_with_run() as github:
                     world.github = github  # type: ignore[attr-defined]
-                    act = TESTOPS_WORLDS[case.phase](world)
-                    inject_testops(server, case)
-                    yield act
+                    yield select_world(world), Servers(server, github)
                 return
-            if case.phase == "reconcile":
-                act = reconcile_world(world, committed=FAULTS[case.fault].kind == "duplicate")
-            else:
-                act = TESTOPS_WORLDS[case.phase](world)
-            inject_testops(server, case)
-            yield act
+            act = reconcile_world(world, committed=committed) if phase == "reconcile" else TESTOPS_WORLDS[phase](world)
+            yield act, Servers(server)
         return
     with GitHubServer(token=SENTINEL) as github:
-        world_gh = GitHubWorld(tmp, github, clock)
-        act = GITHUB_WORLDS[case.phase](world_gh)
-        if FAULTS[case.fault].kind == "duplicate":
-            duplicate_artifacts(github)
+        yield GITHUB_WORLDS[phase](GitHubWorld(tmp, github, clock, extra_env)), Servers(github=github)
+
+
+@contextmanager
+def world_for(case: FaultCase, tmp: Path) -> Iterator[Callable[[], Outcome]]:
+    """The world of ``case.phase`` with the case's fault injected."""
+    kind = FAULTS[case.fault].kind
+    with phase_world(case.phase, tmp, committed=kind == "duplicate") as (act, servers):
+        if servers.testops is not None:
+            inject_testops(servers.testops, case)
+        elif kind == "duplicate":
+            assert servers.github is not None
+            duplicate_artifacts(servers.github)
         else:
-            inject_github(github, case)
+            assert servers.github is not None
+            inject_github(servers.github, case)
         yield act
 
 
