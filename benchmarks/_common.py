@@ -1,0 +1,75 @@
+"""Shared helpers for the benchmarks: timing (best of N, CPU-noise tolerant) and result printing.
+
+Benchmarks print *ratios measured in one run* — both sides of a ratio are measured back to back on the
+same machine, so a shared, noisy machine shifts both and the ratio stays meaningful.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    target: str
+    ok: bool
+    detail: str = ""
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Minimum wall time of ``repeat`` runs (the least disturbed run)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def median_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_cmd(argv: Sequence[str], **kwargs: object) -> Callable[[], None]:
+    def call() -> None:
+        subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       **kwargs)  # type: ignore[call-overload]
+
+    return call
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], repeat: int = 7,
+                setup: Callable[[], object] | None = None) -> tuple[float, float]:
+    """Time ``a`` and ``b`` alternately (a, b, a, b, ...) and return the best of each.
+
+    Alternating spreads background load over both sides instead of penalising whichever ran second.
+    ``setup`` runs untimed before every call (e.g. remove the last output and ``os.sync()``, so that the
+    disk's writeback of one side is not billed to the other).
+    """
+    ta, tb = [], []
+    for _ in range(repeat):
+        for side, times in ((a, ta), (b, tb)):
+            if setup is not None:
+                setup()
+            start = time.perf_counter()
+            side()
+            times.append(time.perf_counter() - start)
+    return min(ta), min(tb)
+
+
+def print_figures(figures: list[Figure]) -> None:
+    width = max(len(f.name) for f in figures)
+    for f in figures:
+        mark = "ok  " if f.ok else "MISS"
+        print(f"{mark} {f.name.ljust(width)}  {f.value:10.4f}   target {f.target}   {f.detail}")

@@ -1,0 +1,514 @@
+#!/usr/bin/env python3
+"""The issue-8 benchmarks: every figure is a ratio measured in one run, both sides interleaved.
+
+    .venv/bin/python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--smoke]
+
+Prints one line per figure: ``ok``/``MISS``, the figure, its target and the measured sides. Names:
+select, export, verify, upload, digest, import, startup, footprint. ``--quick`` repeats less (about two
+minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
+script from rotting; its timings mean nothing). Figures and the command are recorded in BENCHMARKS.md.
+
+The workloads are the real phases run in-process (``run_phase``, as the runner does) against the
+repository's own test servers on 127.0.0.1: the GitHub REST server for select and import, the TestOps
+server for upload and verify, whose request logs are what the request figures count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for extra in (ROOT / "benchmarks", ROOT / "tests", ROOT / "src"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from _common import Figure, interleaved, print_figures  # noqa: E402
+
+
+class Config:
+    """Sizes and repeat counts; ``smoke`` shrinks every workload to a few items and drops the targets."""
+
+    def __init__(self, *, quick: bool, smoke: bool) -> None:
+        self.quick = quick or smoke
+        self.smoke = smoke
+        self.repeat = 1 if smoke else (2 if quick else 3)
+        self.select_sizes = (10, 100) if smoke else (1_000, 10_000)
+        self.export_size = 20 if smoke else 10_000
+        self.verify_sizes = (10, 100) if smoke else (1_000, 10_000)
+        self.upload_size = 100 if smoke else 10_000
+        self.digest_bytes = (1 if smoke else 512) * 1024 * 1024
+        self.import_sizes = (10, 20) if smoke else (1_000, 2_000)
+        self.startup_repeat = 3 if smoke else (30 if quick else 60)
+
+
+@contextmanager
+def workspace(prefix: str) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=f"testops-evidence-bench-{prefix}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def quiet_runtime(env: dict[str, str]) -> Any:
+    import io
+
+    from testops_evidence.actions import Runtime
+
+    return Runtime(env, stdout=io.StringIO())
+
+
+def run_in_process(mode: str, options: dict[str, Any], env: dict[str, str], **context: Any) -> int:
+    """One phase as the runner runs it, with real GITHUB_OUTPUT / step-summary files in a fresh dir."""
+    from testops_evidence.runner import PhaseContext, run_phase
+
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=Path(options["state-dir"]).parent))
+    full_env = {**env, "GITHUB_OUTPUT": str(run_dir / "output"), "GITHUB_STEP_SUMMARY": str(run_dir / "summary.md")}
+
+    def factory(**kwargs: Any) -> PhaseContext:
+        return PhaseContext(**kwargs, **context)
+
+    return run_phase(mode, options, full_env, quiet_runtime(full_env), context_factory=factory)
+
+
+def target(ok: bool, cfg: Config) -> bool:
+    return True if cfg.smoke else ok
+
+
+# --- 1. select + matrices ------------------------------------------------------------------------
+
+
+def bench_select(cfg: Config) -> list[Figure]:
+    from test_selection_support import big_document, github_with_run, select_job_env
+
+    small, large = cfg.select_sizes
+    with workspace("select") as work, github_with_run() as github:
+        env = select_job_env(github, work)
+        contracts = {}
+        for n in (small, large):
+            path = work / f"contract-{n}.json"
+            path.write_text(json.dumps(big_document(n)), encoding="utf-8")
+            contracts[n] = path
+        counter = iter(range(1_000_000))
+
+        def select(n: int) -> Callable[[], None]:
+            def call() -> None:
+                run = next(counter)
+                base = work / f"run-{run}"
+                base.mkdir()
+                options = {"contract": str(contracts[n]), "selection-path": str(base / "selection.json"),
+                           "state-dir": str(base / "state")}
+                code = run_in_process("select", options, env)
+                if code != 0:
+                    raise SystemExit(f"select of {n} cases failed with exit {code}")
+            return call
+
+        t_small, t_large = interleaved(select(small), select(large), repeat=cfg.repeat)
+    ratio = t_large / t_small
+    limit = (large / small) * 1.1
+    return [Figure(f"select+matrices t({large})/t({small})", ratio, f"<= {limit:g}", target(ratio <= limit, cfg),
+                   f"t({small})={t_small:.3f}s t({large})={t_large:.3f}s")]
+
+
+# --- 2. export versus json.dump --------------------------------------------------------------------
+
+
+def bench_export(cfg: Config) -> list[Figure]:
+    """The whole export phase (read and bind the selection and 10,000 cell results, project, hash, write
+    20,002 files and the receipt) versus writing the same files' documents with ``json.dump``. Both
+    write to the same disk; before every timed call the previous output is removed and ``os.sync()``
+    flushes it, untimed, so neither side pays for the other's writeback."""
+    from evidence_support import (
+        actions_env,
+        cell,
+        make_selection,
+        small_contract,
+        uuid_factory,
+        write_cells,
+        write_contract,
+    )
+
+    n = cfg.export_size
+    contract = small_contract(cases=n)
+    env = actions_env()
+    with workspace("export") as work:
+        selection, digest = make_selection(work, contract, env)
+        contract_path = write_contract(contract, work / "contract.json")
+        cells = write_cells(work / "cells", [cell(contract, c.key) for c in contract.cases])
+        counter = iter(range(1_000_000))
+        outputs: list[Path] = []
+
+        def fresh(kind: str) -> Path:
+            base = work / f"{kind}-{next(counter)}"
+            base.mkdir()
+            outputs.append(base)
+            return base
+
+        documents: list[tuple[str, Any]] = []
+        others: list[tuple[str, bytes]] = []
+        sizes: dict[str, int] = {}
+
+        def export() -> None:
+            base = fresh("export")
+            options = {"contract": str(contract_path), "selection-path": str(selection),
+                       "selection-sha256": digest, "cell-results": str(cells),
+                       "results-dir": str(base / "allure-results"), "state-dir": str(base / "state")}
+            code = run_in_process("export", options, env, new_uuid=uuid_factory())
+            if code != 0:
+                raise SystemExit(f"export failed with exit {code}")
+            if not documents:  # the first export's files are what the baseline writes (untimed: read after)
+                produced = base / "allure-results"
+                files = sorted(produced.iterdir())
+                documents.extend((f.name, json.loads(f.read_bytes())) for f in files if f.suffix == ".json")
+                others.extend((f.name, f.read_bytes()) for f in files if f.suffix != ".json")
+                sizes["export"] = sum(f.stat().st_size for f in files)
+
+        def baseline() -> None:
+            out = fresh("baseline")
+            for name, document in documents:
+                with open(out / name, "w", encoding="utf-8") as handle:
+                    json.dump(document, handle, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+            for name, data in others:
+                (out / name).write_bytes(data)
+            sizes.setdefault("baseline", sum(f.stat().st_size for f in out.iterdir()))
+
+        def clean() -> None:
+            while outputs:
+                shutil.rmtree(outputs.pop(), ignore_errors=True)
+            os.sync()
+
+        t_export, t_base = interleaved(export, baseline, repeat=cfg.repeat, setup=clean)
+        clean()
+    ratio = t_export / t_base
+    files = len(documents) + len(others)
+    return [Figure(f"export of {n} cells / json.dump of the same files", ratio, "<= 1.5",
+                   target(ratio <= 1.5, cfg),
+                   f"export={t_export:.3f}s json.dump={t_base:.3f}s files={files} "
+                   f"bytes={sizes['export']}/{sizes['baseline']}")]
+
+
+# --- 3./4. verify and upload: requests per result ---------------------------------------------------
+
+
+def published_campaign(server: Any, work: Path, n: int, cells: int | None = None) -> Any:
+    from evidence_support import TestOpsCampaign, cell, small_contract
+
+    contract = small_contract(testops=True, cases=n)
+    campaign = TestOpsCampaign(server, work, contract)
+    chosen = contract.cases if cells is None else contract.cases[:cells]
+    campaign.export([cell(contract, c.key) for c in chosen])
+    return campaign
+
+
+_PUBLICATION: dict[str, list[Figure]] = {}
+
+
+def publication_figures(cfg: Config) -> dict[str, list[Figure]]:
+    """Upload and verify against the TestOps test server, counted from its request log. The largest
+    campaign serves both figures (one export of 10,000 cells is most of the time); results become visible
+    only after 3 list polls, as TestOps indexes them after a while."""
+    from evidence_support import SENTINEL
+    from servers.testops_server import TestOpsServer
+
+    if _PUBLICATION:
+        return _PUBLICATION
+    verify: list[Figure] = []
+    upload: list[Figure] = []
+    sizes = sorted({*cfg.verify_sizes, cfg.upload_size})
+    for n in sizes:
+        with workspace("publish") as work, TestOpsServer(token=SENTINEL, visible_after_polls=3) as server:
+            campaign = published_campaign(server, work, n)
+            server.reset_log()
+            done = campaign.run("upload")
+            if done.exit_code != 0:
+                raise SystemExit(f"upload of {n} results failed: {done.outputs}")
+            requests = len(server.log)
+            stored = len(server.launch_results(campaign.launch["id"]))
+            if n == cfg.upload_size:
+                per = requests / n
+                upload.append(Figure(f"upload requests per result ({n} results)", per, "<= 0.02",
+                                     target(per <= 0.02, cfg), f"requests={requests} stored={stored}"))
+            if n in cfg.verify_sizes:
+                server.reset_log()
+                checked = campaign.run("verify")
+                if checked.exit_code != 0:
+                    raise SystemExit(f"verify of {n} results failed: {checked.outputs}")
+                requests = len(server.log)
+                per = requests / n
+                verify.append(Figure(f"verify requests per result ({n} results, depth page)", per, "<= 0.01",
+                                     target(per <= 0.01, cfg),
+                                     f"requests={requests}, visible after 3 polls, verified="
+                                     f"{checked.outputs['verified-count']}"))
+    _PUBLICATION.update(verify=verify, upload=upload)
+    return _PUBLICATION
+
+
+def bench_verify(cfg: Config) -> list[Figure]:
+    return publication_figures(cfg)["verify"]
+
+
+def bench_upload(cfg: Config) -> list[Figure]:
+    return publication_figures(cfg)["upload"]
+
+
+# --- 5. digest versus openssl --------------------------------------------------------------------
+
+
+def bench_digest(cfg: Config) -> list[Figure]:
+    from testops_evidence.safeio import sha256_file
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return [Figure("sha256_file / openssl dgst -sha256", float("nan"), "<= 1.25", cfg.smoke,
+                       "openssl is not installed")]
+    with workspace("digest") as work:
+        path = work / "blob.bin"
+        block = os.urandom(1024 * 1024)
+        with open(path, "wb") as handle:
+            for _ in range(cfg.digest_bytes // len(block)):
+                handle.write(block)
+        ours: list[str] = []
+        theirs: list[str] = []
+
+        def python_side() -> None:
+            ours.append(sha256_file(path))
+
+        def openssl_side() -> None:
+            done = subprocess.run([openssl, "dgst", "-sha256", "-r", str(path)], check=True, capture_output=True,
+                                  text=True)
+            theirs.append(done.stdout.split()[0])
+
+        python_side(), openssl_side()  # both read the file once into the page cache first
+        t_ours, t_theirs = interleaved(python_side, openssl_side, repeat=max(cfg.repeat, 3))
+    if set(ours) != set(theirs):
+        raise SystemExit(f"digests differ: {set(ours)} versus {set(theirs)}")
+    ratio = t_ours / t_theirs
+    mib = cfg.digest_bytes / (1024 * 1024)
+    return [Figure(f"sha256_file / openssl dgst ({mib:g} MiB)", ratio, "<= 1.25", target(ratio <= 1.25, cfg),
+                   f"ours={t_ours:.3f}s ({mib / t_ours:.0f} MiB/s) openssl={t_theirs:.3f}s "
+                   f"({mib / t_theirs:.0f} MiB/s)")]
+
+
+# --- 6. import scaling -------------------------------------------------------------------------------
+
+
+def bench_import(cfg: Config) -> list[Figure]:
+    from import_builders import RUN_ID, Cell, artifact_zip, contract_document, dumps, intent_document
+    from servers.github_server import GitHubServer
+
+    import_builders_env = {"GITHUB_ACTIONS": "true"}
+    token = "ghs_benchmarkImportToken0123456789abcdef"  # noqa: S105 - the local test server's credential
+    small, large = cfg.import_sizes
+    with workspace("import") as work, GitHubServer(token=token) as gh:
+        gh.add_repo("acme/agents")
+        contract = work / "contract.json"
+        contract.write_bytes(dumps(contract_document(**{"max-archive-bytes": 1024 * 1024 * 1024})))
+        intents = {}
+        for index, n in enumerate((small, large)):
+            run_id = RUN_ID + index
+            gh.add_run("acme/agents", run_id, path=".github/workflows/full-stack-e2e.yml",
+                       head_sha="0123456789abcdef0123456789abcdef01234567", head_branch="main")
+            cases = ("get-task-context", "company-credential-approval")
+            cells = [Cell(f"exec-{i}", case=cases[i % 2], ordinal=i // 2 + 1,
+                          disposition="passed") for i in range(n)]
+            gh.add_artifact(run_id, "cells-all", artifact_zip(cells, run_id=run_id))
+            intent = work / f"intent-{n}.json"
+            intent.write_bytes(dumps(intent_document(cells)))
+            intents[n] = (run_id, intent)
+        counter = iter(range(1_000_000))
+
+        def importer(n: int) -> Callable[[], None]:
+            run_id, intent = intents[n]
+
+            def call() -> None:
+                base = work / f"import-{next(counter)}"
+                base.mkdir()
+                options = {"contract": str(contract), "source-run-id": str(run_id), "artifact-name": "cells-*",
+                           "intent": str(intent), "ledger": str(base / "campaign-ledger.json"),
+                           "state-dir": str(base / "state")}
+                env = {**import_builders_env, "GITHUB_API_URL": gh.api_url(), "INPUT_GITHUB-TOKEN": token}
+                code = run_in_process("import", options, env, new_uuid=lambda: "0123abcd-0000-4000-8000-000000000000")
+                if code != 0:
+                    summary = (next(base.parent.glob("run-*/summary.md"), None))
+                    raise SystemExit(f"import of {n} cells failed with exit {code}: "
+                                     f"{summary.read_text()[:2000] if summary else ''}")
+            return call
+
+        t_small, t_large = interleaved(importer(small), importer(large), repeat=cfg.repeat)
+    ratio = t_large / t_small
+    return [Figure(f"import t({large})/t({small}) cells", ratio, "<= 2.3", target(ratio <= 2.3, cfg),
+                   f"t({small})={t_small:.3f}s t({large})={t_large:.3f}s")]
+
+
+# --- 7. start-up ---------------------------------------------------------------------------------------
+
+
+def startup_fixture(work: Path) -> tuple[dict[str, str], list[str]]:
+    """A worker job of the example campaign: its YAML contract, a selection select wrote for it, the
+    runner's variables, and the action's own launcher (``python -I entrypoint.py``, as the Docker image
+    and the composite variant start it)."""
+    from evidence_support import actions_env
+    from testops_evidence.context import env_context
+    from testops_evidence.contract import load_contract
+    from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
+    from testops_evidence.safeio import sha256_bytes
+
+    env = actions_env()
+    contract_path = work / "contract.yml"
+    shutil.copyfile(ROOT / "examples" / "contract.yml", contract_path)
+    contract = load_contract(contract_path)
+    document = build_selection(contract, env_context(env), list(contract.cases), backend="files", source="contract")
+    data = selection_bytes(document)
+    write_selection(work / "selection.json", data)
+    worker_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+    worker_env.update(env)
+    worker_env.update({
+        "INPUT_MODE": "verify-selection",
+        "INPUT_CONTRACT": str(contract_path),
+        "INPUT_SELECTION-PATH": str(work / "selection.json"),
+        "INPUT_SELECTION-SHA256": sha256_bytes(data),
+        "INPUT_STATE-DIR": str(work / "state"),
+        "INPUT_BACKEND": "files",
+        "GITHUB_OUTPUT": str(work / "output"),
+        "GITHUB_STEP_SUMMARY": str(work / "summary.md"),
+    })
+    return worker_env, [sys.executable, "-I", str(ROOT / "entrypoint.py")]
+
+
+def bench_startup(cfg: Config) -> list[Figure]:
+    python = sys.executable
+    script = Path(python).parent / "testops-evidence"
+    repeat = cfg.startup_repeat
+    figures = []
+    with workspace("startup") as work:
+        worker_env, launcher = startup_fixture(work)
+        check = subprocess.run(launcher, env=worker_env, capture_output=True, text=True, check=False)
+        if check.returncode != 0:
+            raise SystemExit(f"verify-selection failed in the start-up fixture:\n{check.stdout}\n{check.stderr}")
+        bare = [python, "-I", "-c", "pass"]
+        plain_env = {k: v for k, v in worker_env.items() if not k.startswith("INPUT_")}
+
+        def spawn(argv: list[str], env: dict[str, str]) -> Callable[[], None]:
+            def call() -> None:
+                subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            return call
+
+        sides = {
+            "verify-selection (python -I entrypoint.py)": spawn(launcher, worker_env),
+            "--version (python -I entrypoint.py --version)": spawn([*launcher, "--version"], plain_env),
+        }
+        if script.exists():
+            sides["--version (console script testops-evidence)"] = spawn([str(script), "--version"], plain_env)
+        # Every console script pip generates starts with `import re` (its template strips "-script.pyw"
+        # from argv[0]): that alone is the floor of the line above, whatever the package does.
+        sides["floor of a pip console script: python -I -c 'import re'"] = spawn([python, "-I", "-c", "import re"],
+                                                                                  plain_env)
+        for name, side in sides.items():
+            t_ours, t_bare = interleaved(side, spawn(bare, plain_env), repeat=repeat)
+            ratio = t_ours / t_bare
+            reference = name.startswith("floor")
+            figures.append(Figure(f"start-up {name} / python -I -c pass", ratio,
+                                  "reference" if reference else "<= 1.5", target(reference or ratio <= 1.5, cfg),
+                                  f"ours={t_ours * 1000:.1f}ms bare={t_bare * 1000:.1f}ms (best of {repeat})"))
+    return figures
+
+
+# --- 8. installed footprint ----------------------------------------------------------------------------
+
+
+def bench_footprint(cfg: Config) -> list[Figure]:
+    if cfg.smoke:
+        return []
+    with workspace("footprint") as work:
+        venv = work / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        target_dir = work / "site"
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+             "--require-hashes", "--only-binary=:all:", "--target", str(target_dir),
+             "-r", str(ROOT / "requirements" / "runtime.txt")],
+            capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return [Figure("installed runtime footprint (MB)", float("nan"), "report", False,
+                           f"pip install failed: {done.stderr.strip()[-300:]}")]
+        packages = footprint_by_package(target_dir)
+    total = sum(packages.values())
+    figures = [Figure("installed runtime footprint, total (MB)", total / 1e6, "report", True,
+                      f"{len(packages)} distributions, pip install --target from requirements/runtime.txt")]
+    for name, size in sorted(packages.items(), key=lambda kv: -kv[1]):
+        figures.append(Figure(f"  {name} (MB)", size / 1e6, "report", True, ""))
+    return figures
+
+
+def footprint_by_package(site: Path) -> dict[str, int]:
+    """Bytes on disk per distribution, from each ``*.dist-info/RECORD`` (every file pip installed for it,
+    its byte code included); whatever no RECORD lists is reported on a line of its own."""
+    sizes: dict[str, int] = {}
+    counted: set[Path] = set()
+    for info in sorted(site.glob("*.dist-info")):
+        name = info.name[: -len(".dist-info")].rsplit("-", 1)[0]
+        total = 0
+        for line in (info / "RECORD").read_text(encoding="utf-8").splitlines():
+            file = (site / line.rsplit(",", 2)[0]).resolve()
+            if file.is_file() and file not in counted:
+                counted.add(file)
+                total += file.stat().st_size
+        sizes[name] = total
+    rest = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and f.resolve() not in counted)
+    if rest:
+        sizes["(in no RECORD)"] = rest
+    return sizes
+
+
+BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
+    "select": bench_select,
+    "export": bench_export,
+    "verify": bench_verify,
+    "upload": bench_upload,
+    "digest": bench_digest,
+    "import": bench_import,
+    "startup": bench_startup,
+    "footprint": bench_footprint,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (about two minutes)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets (for the test suite)")
+    parser.add_argument("--only", help="comma-separated benchmark names: " + ", ".join(BENCHMARKS))
+    args = parser.parse_args(argv)
+    names = list(BENCHMARKS) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    cfg = Config(quick=args.quick, smoke=args.smoke)
+    if cfg.smoke:
+        print("smoke run: tiny sizes; the figures mean nothing and every target is waived")
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    for name in names:
+        begun = time.perf_counter()
+        produced = BENCHMARKS[name](cfg)
+        print_figures(produced) if produced else None
+        sys.stdout.flush()
+        figures += produced
+        print(f"     ({name}: {time.perf_counter() - begun:.1f}s)", flush=True)
+    print(f"\n{sum(not f.ok for f in figures)} of {len(figures)} figures missed their target "
+          f"({time.perf_counter() - started:.0f}s in all)")
+    return 1 if any(not f.ok for f in figures) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
