@@ -41,14 +41,14 @@ def assert_whole(*roots: Path) -> None:
 
 
 def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every entry below ``root`` (top-level names in ``skip`` left out): kind, mode and content digest or
-    link target. Two equal snapshots mean nothing was created, changed or removed."""
+    """Every entry below ``root`` (top-level names starting with a prefix in ``skip`` left out): kind, mode
+    and content digest or link target. Two equal snapshots mean nothing was created, changed or removed."""
     found: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         if rel_dir == ".":
-            dirnames[:] = [d for d in dirnames if d not in skip]
-            filenames = [f for f in filenames if f not in skip]
+            dirnames[:] = [d for d in dirnames if not d.startswith(skip)]
+            filenames = [f for f in filenames if not f.startswith(skip)]
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
