@@ -1,4 +1,5 @@
-"""Regression tests for response shapes the HTTP fuzzers found mishandled below our code."""
+"""Regression tests for answer shapes the HTTP fuzzers found mishandled below our code, and the GitHub
+transport tuning the fault matrix needed."""
 
 from __future__ import annotations
 
@@ -24,3 +25,31 @@ def test_a_github_error_whose_body_is_not_an_object_is_a_coded_refusal(route: st
             else:
                 list_artifacts(server.api_url(), "ghs_t", "acme/agents", run["id"], policy=policy)
     assert caught.value.code in ("github.response_invalid", "github.http_400")
+
+
+@pytest.mark.parametrize(("variable", "raw"), [("TESTOPS_EVIDENCE_GITHUB_TIMEOUT", "0"),
+                                               ("TESTOPS_EVIDENCE_GITHUB_TIMEOUT", "1.5"),
+                                               ("TESTOPS_EVIDENCE_GITHUB_RETRIES", "-1"),
+                                               ("TESTOPS_EVIDENCE_GITHUB_RETRIES", "3601")])
+def test_github_transport_tuning_refuses_bad_values(variable: str, raw: str) -> None:
+    from types import SimpleNamespace
+
+    from testops_evidence.github_run import request_policy
+
+    with pytest.raises(Refusal) as caught:
+        request_policy(SimpleNamespace(env={variable: raw}, sleep=lambda _s: None))  # type: ignore[arg-type]
+    assert caught.value.code == "input." + variable.lower().replace("_", "-") and caught.value.exit_code == 2
+
+
+def test_github_transport_tuning_applies() -> None:
+    from types import SimpleNamespace
+
+    from testops_evidence.github_run import RequestPolicy, request_policy
+
+    def sleep(_seconds: float) -> None:
+        return None
+
+    env = {"TESTOPS_EVIDENCE_GITHUB_TIMEOUT": "7", "TESTOPS_EVIDENCE_GITHUB_RETRIES": "0"}
+    policy = request_policy(SimpleNamespace(env=env, sleep=sleep))  # type: ignore[arg-type]
+    assert (policy.timeout, policy.retries, policy.sleep) == (7, 0, sleep)
+    assert request_policy(SimpleNamespace(env={}, sleep=sleep)) == RequestPolicy(sleep=sleep)  # type: ignore[arg-type]
