@@ -1,77 +1,21 @@
 #!/usr/bin/env python3
 """Action entrypoint: maps the runner's ``INPUT_*`` variables to the ``testops-evidence`` CLI.
 
-The runner keeps hyphens in input names (``INPUT_SELECTION-PATH``); both spellings are read. Secret
-inputs (tokens) are deliberately *not* turned into command-line options, where any process could read
-them; the CLI reads them from the environment itself.
+The Docker image and the composite variant start ``python -I entrypoint.py``. The work is in
+:mod:`testops_evidence.entrypoint`: this script is compiled at every start, that module's byte code is
+cached, so this file stays this small.
 """
-
-from __future__ import annotations
 
 import os
 import sys
 
+try:
+    from testops_evidence.entrypoint import build_argv, main
+except ModuleNotFoundError:  # running from a checkout (composite variant, tests)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "src"))
+    from testops_evidence.entrypoint import build_argv, main
 
-def _find_package() -> None:
-    try:
-        import testops_evidence  # noqa: F401
-    except ModuleNotFoundError:  # running from a checkout (composite variant, tests)
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "src"))
-
-
-def _import_cli():  # type: ignore[no-untyped-def]
-    _find_package()
-    from testops_evidence import cli, interface, settings
-
-    return cli, interface, settings
-
-
-def build_argv(env: dict[str, str]) -> list[str]:
-    _, interface, settings = _import_cli()
-    mode = settings.env_input(env, "mode")
-    if mode is None:
-        return []
-    argv = [mode]
-    for spec in interface.INPUTS:
-        if spec.name == "mode" or spec.secret:
-            continue
-        if mode in interface.MODES and not spec.applies_to(mode):
-            continue
-        value = settings.env_input(env, spec.name)
-        if value is not None and not value.startswith("${{"):
-            # One `--name=value` word: a value starting with "-" would otherwise be read as an option.
-            argv.append(f"--{spec.name}={value}")
-    return argv
-
-
-def main(argv: list[str] | None = None) -> int:
-    if argv:  # `docker run <image> --version` (or any command line) is the CLI's, not the action's
-        cli, _, _ = _import_cli()
-        return int(cli.main(argv))
-    _find_package()
-    from testops_evidence import interface, settings
-    env = dict(os.environ)
-    mode = settings.env_input(env, "mode")
-    if mode is None or mode not in interface.MODES:
-        from testops_evidence.actions import Runtime
-        from testops_evidence.errors import Refusal
-        from testops_evidence.runner import report_refusal
-
-        refusal = (Refusal("input.mode", "input mode is required", field="mode",
-                           expected=" | ".join(interface.MODES), actual="")
-                   if mode is None else
-                   Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
-                           expected=" | ".join(interface.MODES), actual=mode))
-        return report_refusal(mode or "(none)", refusal, Runtime(env), None)
-    # The phase reads its inputs from INPUT_* itself (Settings: both spellings, stripped, empty = unset),
-    # by the same rules as the options build_argv would make of them, so they are not turned into an argv
-    # for argparse to parse back: that would put argparse into every start of every job
-    # (benchmarks/run.py --only startup). build_argv stays the documented mapping (and is tested).
-    from testops_evidence.actions import Runtime
-    from testops_evidence.runner import run_phase
-
-    return run_phase(mode, {}, env, Runtime(env))
-
+__all__ = ["build_argv", "main"]
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
