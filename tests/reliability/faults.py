@@ -29,11 +29,11 @@ from servers.testops_server import TestOpsServer
 from test_selection_support import REPOSITORY, example_document, github_with_run, select_job_env
 from test_selection_support import RUN_ID as SELECT_RUN_ID
 from test_selection_support import write_contract as write_document
+from test_testops_phases import PLAN_NAME, PROJECT
+from test_testops_phases import contract_document as testops_contract
 from testops_evidence.contract import contract_from_document
 
 SENTINEL = "tok-SENTINEL-fault-matrix-3e9a"
-PROJECT = 12
-PLAN_NAME = "Agent protocol evals"
 
 # Transport tuning for the matrix: a short read timeout (the server's delay fault waits longer), one retry
 # of an idempotent read, and a 64 KiB response cap (the oversize fault sends 256 KiB). These are the
@@ -61,29 +61,6 @@ def _body(value: Any) -> str:
 # --- TestOps worlds ------------------------------------------------------------------------------------------
 
 
-def _testops_contract(endpoint: str, *, plan_id: int | None, auth: str = "api-token") -> dict[str, Any]:
-    plan: dict[str, Any] = {"name": PLAN_NAME}
-    if plan_id is not None:
-        plan["id"] = plan_id
-    return {
-        "version": 1,
-        "campaign": "agent-protocol",
-        "trust": {"repository": "acme/agents", "events": ["workflow_dispatch"], "branches": ["main"],
-                  "workflows": [".github/workflows/agent-evals.yml"]},
-        "testops": {"endpoint": endpoint, "project-id": PROJECT, "plan": plan, "auth": auth},
-        "profile": {"id": "sonnet-default", "model": "claude-sonnet-5"},
-        "lanes": {"native": {"max-parallel": 2}, "external": {"max-parallel": 1}},
-        "cases": [
-            {"key": "get-task-context", "testops-id": 194, "full-name": "agents/protocol/get-task-context",
-             "title": "Get task context", "lane": "native", "checks": {"tool-called": "behavior"}},
-            {"key": "company-credential-approval", "testops-id": 195,
-             "full-name": "agents/protocol/company-credential-approval",
-             "title": "Company credential setup with human approval", "lane": "external",
-             "checks": {"secret-saved": "behavior"}},
-        ],
-    }
-
-
 class TestOpsWorld:
     """A TestOps test server and a workspace; ``phase`` runs a mode with the token and the tuning."""
 
@@ -107,7 +84,7 @@ class TestOpsWorld:
 
     def contract(self, *, plan_id: int | None) -> Path:
         path = self.tmp / "contract.json"
-        path.write_text(json.dumps(_testops_contract(self.server.url, plan_id=plan_id, auth=self.auth)))
+        path.write_text(json.dumps(testops_contract(self.server.url, plan_id=plan_id, auth=self.auth)))
         return path
 
     def phase(self, mode: str, options: dict[str, Any], env: dict[str, str] | None = None) -> PhaseRun:
@@ -238,7 +215,7 @@ def guard_world(world: GitHubWorld) -> Callable[[], Outcome]:
     event = world.tmp / "event.json"
     event.write_text(json.dumps(server.event_payload(run["id"])))
     contract = world.tmp / "contract.json"
-    document = _testops_contract("https://testops.invalid", plan_id=340)
+    document = testops_contract("https://testops.invalid", plan_id=340)
     document.pop("testops")
     contract.write_text(json.dumps(document))
     env = {**server.runner_env(run["id"], event_path=str(event)), "INPUT_GITHUB-TOKEN": SENTINEL}
