@@ -9,7 +9,7 @@ import time
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.interface import INPUTS_BY_NAME, TOKEN_VARIABLES, WORKER_PHASES
+from testops_evidence.interface import INPUTS_BY_NAME, MODES, TOKEN_VARIABLES, WORKER_PHASES
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.safeio import StateDir
 from testops_evidence.settings import Settings, default_state_location, env_input, resolve_value
@@ -151,6 +151,10 @@ def run_phase(
                 raise Refusal("worker.token_present", f"worker mode {mode} refuses to run while a TestOps token "
                               f"variable exists ({', '.join(present)}), even an empty one",
                               field="environment", expected="no TestOps token variable", actual=present)
+        if mode in MODES and state is not None:
+            # Check the state dir before the phase writes anything anywhere: a phase must not leave its
+            # results behind and only then find that its receipts cannot be written safely.
+            state.check()
         ctx = context_factory(mode=mode, settings=settings, runtime=runtime, env=env, state=state)
         module_name = f"testops_evidence.phases.{PHASE_MODULES[mode]}"
         try:

@@ -337,25 +337,33 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600
     return target
 
 
-def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
-    """Create (or accept) a directory that is ours alone: not a link, owned by us, mode 0700."""
-    from pathlib import Path
+def check_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> None:
+    """Create (or accept) a directory that is ours alone: not a link, owned by us, mode 0700.
 
-    p = Path(path)
+    Uses ``os`` only (no pathlib), because the runner calls it before every phase, worker phases
+    included, whose start-up must stay near a bare interpreter's.
+    """
     try:
-        p.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
-        raise Refusal("io.state_dir", f"cannot create the {what} {p} ({exc.strerror})") from None
-    st = os.lstat(p)
+        raise Refusal("io.state_dir", f"cannot create the {what} {os.fspath(path)} ({exc.strerror})") from None
+    st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise Refusal("io.state_dir", f"the {what} {p} is not a real directory", field="path",
+        raise Refusal("io.state_dir", f"the {what} {os.fspath(path)} is not a real directory", field="path",
                       expected="a directory, not a link", actual=_kind(st.st_mode))
     if st.st_uid != os.getuid():
-        raise Refusal("io.state_dir", f"the {what} {p} is owned by another user", field="owner",
+        raise Refusal("io.state_dir", f"the {what} {os.fspath(path)} is owned by another user", field="owner",
                       expected=os.getuid(), actual=st.st_uid)
     if st.st_mode & 0o077:
-        os.chmod(p, 0o700, follow_symlinks=False)
-    return p
+        os.chmod(path, 0o700, follow_symlinks=False)
+
+
+def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
+    """:func:`check_private_dir`, returning the directory as a Path."""
+    from pathlib import Path
+
+    check_private_dir(path, what=what)
+    return Path(path)
 
 
 class StateDir:
@@ -376,10 +384,14 @@ class StateDir:
         return self._path
 
     def ensure(self) -> Path:
-        if not self._ready:
-            ensure_private_dir(self.path)
-            self._ready = True
+        self.check()
         return self.path
+
+    def check(self) -> None:
+        """Create and check the directory without making a Path (cheap enough for every start)."""
+        if not self._ready:
+            check_private_dir(self._location)
+            self._ready = True
 
     def receipt_path(self, name: str) -> Path:
         if not valid_name(name) or name in (".", ".."):

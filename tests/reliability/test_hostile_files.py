@@ -222,15 +222,16 @@ def test_export_does_not_write_through_a_planted_receipt_link(ws: Workspace) -> 
     refused_without_writing(ws, lambda: ws.run("export", ws.options()), "io.exists")
 
 
-def test_a_linked_state_directory_is_refused(ws: Workspace) -> None:
-    # The state dir is checked when first used (a once-marker precedes every remote mutation, so before
-    # any of them); export has written its complete, digest-bound results by then. Nothing, not even
-    # failure.json, goes through the link.
+def test_a_linked_state_directory_is_refused_before_the_phase_writes_anything(ws: Workspace) -> None:
+    # The runner checks the state dir before the phase starts: export writes no results, and nothing,
+    # not even failure.json, goes through the link.
     (ws.work / "state-link").symlink_to(ws.outside, target_is_directory=True)
     before = snapshot(ws.outside)
     run = ws.run("export", ws.options(**{"state-dir": str(ws.work / "state-link")}))
     assert (run.exit_code, run.outputs.get("error-code")) == (3, "io.state_dir")
     assert snapshot(ws.outside) == before
+    assert not (ws.work / "allure-results").exists()
+    assert not (ws.work / "allure-results-receipt.json").exists()
     assert "failure.json could not be written" in run.log
 
 
