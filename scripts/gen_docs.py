@@ -33,15 +33,7 @@ BEGIN = "<!-- BEGIN GENERATED: {name} (scripts/gen_docs.py; edits between these 
 END = "<!-- END GENERATED: {name} -->"
 
 # What an operator does about an exit code in general; a code's own hint (its "next step") is more specific.
-EXIT_ADVICE = {
-    errors.EXIT_OK: "nothing",
-    errors.EXIT_CASES_FAILED: "read the failed cases in the summary; the evidence is recorded",
-    errors.EXIT_USAGE: "fix the input or contract field the refusal names, then run again",
-    errors.EXIT_INTEGRITY: "do not work around it: compare *expected* and *actual* in the step summary and find out "
-                           "why the evidence does not bind",
-    errors.EXIT_REMOTE: "check that the service is reachable and the credentials valid, then re-run the job "
-                        "(after an uncertain mutation: `mode: reconcile`)",
-}
+EXIT_ADVICE = errors.EXIT_ADVICE
 
 
 # --- Markdown helpers ------------------------------------------------------------------------------------

@@ -29,6 +29,18 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_REMOTE: "remote failure (TestOps or GitHub unreachable, HTTP error, timeout, uncertain mutation)",
 }
 
+# What an operator does about an exit code in general (docs/errors.md, and the step summary's "Next step" when a
+# code has no hint of its own — a refusal must always say what to do next).
+EXIT_ADVICE: dict[int, str] = {
+    EXIT_OK: "nothing",
+    EXIT_CASES_FAILED: "read the failed cases in the summary; the evidence is recorded",
+    EXIT_USAGE: "fix the input or contract field the refusal names, then run again",
+    EXIT_INTEGRITY: "do not work around it: compare *expected* and *actual* in the step summary and find out "
+                    "why the evidence does not bind",
+    EXIT_REMOTE: "check that the service is reachable and the credentials valid, then re-run the job "
+                 "(after an uncertain mutation: `mode: reconcile`)",
+}
+
 
 class CodeSpec:
     """One registered code: its exit code, its meaning (docs/errors.md) and the operator's next step."""
@@ -173,7 +185,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("io.missing", _U, "an input file does not exist"),
         _spec("io.invalid_json", _I, "a file is not valid UTF-8 JSON"),
         # --- remote services -----------------------------------------------------------------------
-        _spec("testops.auth", _R, "TestOps refused the credentials (401/403) or the token exchange failed"),
+        _spec("testops.auth", _R, "TestOps refused the credentials (401/403) or the token exchange failed",
+              "Check that the secret passed as `testops-token` is a valid API token for this endpoint, with "
+              "access to the contract's project."),
         _spec("testops.http_<status>", _R, "TestOps answered with this HTTP status"),
         _spec("testops.transport", _R, "TestOps could not be reached, or the request timed out"),
         _spec("testops.response_invalid", _R, "a TestOps response is not JSON of the expected shape"),
@@ -261,8 +275,18 @@ class Refusal(Exception):
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
         if self.field is not None:
-            text += f" (field {self.field}: expected {self.expected!r}, actual {self.actual!r})"
+            text += f" (field {self.field}: expected {_shown(self.expected)}, actual {_shown(self.actual)})"
         return text
+
+
+def _shown(value: Any) -> str:
+    """A value as the operator reads it in an annotation: a quoted string, anything else as JSON (``["A"]``,
+    ``null``, ``true``), not a Python repr of a list, dict, None or bool."""
+    if isinstance(value, str):
+        return repr(value)  # quoted with newlines escaped; JSON would escape the quotes a message often holds
+    import json  # only when a refusal is shown: errors is imported at every start
+
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def binding(code: str, field: str, expected: Any, actual: Any, message: str | None = None) -> None:

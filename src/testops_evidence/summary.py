@@ -110,9 +110,18 @@ def refusal_section(refusal: Any, mode: str) -> str:
         rows = [("field", f"`{refusal.field}`"), ("expected", _show(refusal.expected)),
                 ("actual", _show(refusal.actual))]
         body += "\n" + table(("", ""), rows)
-    if refusal.hint:
-        body += f"\n**Next step:** {refusal.hint}\n"
+    body += f"\n**Next step:** {next_step(refusal)}\n"
     return body
+
+
+def next_step(refusal: Any) -> str:
+    """The code's own hint, else the advice for its exit code: a refusal always says what to do next."""
+    if refusal.hint:
+        return str(refusal.hint)
+    from testops_evidence.errors import EXIT_ADVICE
+
+    advice = EXIT_ADVICE.get(refusal.exit_code, "")
+    return f"{advice[:1].upper()}{advice[1:]}." if advice else "See docs/errors.md for this code."
 
 
 # Phases that change TestOps: a refusal there may come after some changes were made.

@@ -1,0 +1,82 @@
+"""What an operator reads when a phase refuses: a next step in every summary, and annotations that show
+values as JSON rather than Python reprs. Each case runs the real phase in-process as the runner runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import run_mode
+from servers.testops_server import TestOpsServer
+from test_selection_support import actions_env, example_document, write_contract
+from test_testops_phases import contract_document
+from testops_evidence.context import env_context
+from testops_evidence.contract import contract_from_document
+from testops_evidence.errors import EXIT_ADVICE, REGISTRY, Refusal
+from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
+from testops_evidence.safeio import sha256_bytes
+from testops_evidence.summary import refusal_section
+
+
+def _concrete(code: str) -> str:
+    return code.replace("<name>", "cases").replace("<status>", "503")
+
+
+@pytest.mark.parametrize("code", sorted(REGISTRY))
+def test_every_refusal_summary_states_a_next_step(code: str) -> None:
+    refusal = Refusal(_concrete(code), "something did not bind", field="f", expected="a", actual="b")
+    section = refusal_section(refusal, "select")
+    step = section.split("**Next step:** ", 1)[1].splitlines()[0]
+    advice = EXIT_ADVICE[refusal.exit_code]
+    assert step == (REGISTRY[code].hint or f"{advice[0].upper()}{advice[1:]}.")
+
+
+def _selection(tmp_path: Path) -> tuple[dict[str, str], str]:
+    document = example_document()
+    document.pop("testops")
+    contract = contract_from_document(document)
+    data = selection_bytes(build_selection(contract, env_context(actions_env()), contract.cases[:3],
+                                           backend="files", source="cases"))
+    path = write_selection(tmp_path / "selection.json", data)
+    return {"contract": str(write_contract(tmp_path, document)), "selection-path": str(path)}, sha256_bytes(data)
+
+
+def test_a_digest_mismatch_tells_the_operator_what_to_do(tmp_path: Path) -> None:
+    options, _ = _selection(tmp_path)
+    run = run_mode("verify-selection", tmp_path, {**options, "selection-sha256": "0" * 64}, actions_env())
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.digest")
+    assert "**Next step:** Do not work around it: compare *expected* and *actual*" in run.summary
+    assert f"(field selection-sha256: expected '{'0' * 64}', actual '" in run.log
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, "null"), (True, "true"), ({"b": 1, "a": [2]}, '{"a": [2], "b": 1}'),
+    ("it's", '"it\'s"'), ("a\nb", "'a\\nb'"),
+])
+def test_annotation_values_are_json_or_quoted_strings(value: object, shown: str) -> None:
+    assert str(Refusal("selection.digest", "m", field="f", expected=value, actual=1)) == (
+        f"selection.digest: m (field f: expected {shown}, actual 1)")
+
+
+def test_a_token_in_a_worker_is_annotated_without_a_python_repr(tmp_path: Path) -> None:
+    options, digest = _selection(tmp_path)
+    run = run_mode("verify-selection", tmp_path, {**options, "selection-sha256": digest},
+                   {**actions_env(), "ALLURE_TOKEN": "sentinel-operator-token"})
+    assert run.outputs["error-code"] == "worker.token_present"
+    annotation = next(line for line in run.log.splitlines() if line.startswith("::error "))
+    assert annotation.endswith("""(field environment: expected 'no TestOps token variable', actual ["ALLURE_TOKEN"])""")
+    assert "['" not in annotation and "sentinel-operator-token" not in annotation
+
+
+def test_testops_401_names_the_token_as_the_next_step(tmp_path: Path) -> None:
+    with TestOpsServer(token="the-right-token") as server:
+        server.add_project(12)
+        contract = tmp_path / "contract.json"
+        contract.write_text(json.dumps(contract_document(server.url)))
+        run = run_mode("bootstrap", tmp_path, {"contract": str(contract)}, {"ALLURE_TOKEN": "a-wrong-token"})
+    assert (run.exit_code, run.outputs["error-code"]) == (4, "testops.auth")
+    assert "**Next step:** Check that the secret passed as `testops-token` is a valid API token" in run.summary
+    failure = run.failure()
+    assert failure is not None and failure["http-status"] == 401 and failure["hint"].startswith("Check that")
