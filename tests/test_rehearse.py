@@ -67,6 +67,8 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     if ALLURE.exists():
         stats = json.loads((run_dir / "allure-report" / "summary.json").read_text())["stats"]
         assert stats == {"total": 12, "passed": 9, "failed": 1, "broken": 2}
+        # The operator reads the figures, not a Python dict.
+        assert "index.html: 12 total, 9 passed, 1 failed, 2 broken — equal to the receipt" in run.log
     # The harness ran for real: pytest's JUnit report holds one test per native check.
     junit = (run_dir / "harness" / "junit.xml").read_text()
     assert junit.count("<testcase ") == 24 and "<error " in junit and "<failure " in junit

@@ -291,7 +291,8 @@ def _report(ctx: PhaseContext, mode: str, published: Path, run_dir: Path, counts
     stats = json.loads(stats_file.read_text(encoding="utf-8")).get(key, {})
     shown = {key: int(stats.get(key, 0)) for key in counts}  # Allure 3 leaves out zero counts
     _agree("Allure Report statistics", counts, shown)
-    ctx.runtime.log(f"\n━━━ Allure Report ━━━  {out / 'index.html'}: {shown} — equal to the receipt")
+    figures = ", ".join(f"{count} {status}" for status, count in shown.items())
+    ctx.runtime.log(f"\n━━━ Allure Report ━━━  {out / 'index.html'}: {figures} — equal to the receipt")
     return f"`{out / 'index.html'}` (statistics equal to the receipt)"
 
 
