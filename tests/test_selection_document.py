@@ -155,6 +155,8 @@ def test_another_run_attempt_or_commit_is_another_context() -> None:
         with pytest.raises(Refusal) as excinfo:
             validate_against(selection, CONTRACT, env_context(actions_env(**override)))
         assert (excinfo.value.code, excinfo.value.field) == ("selection.context", field)
+        # The operator is told which document does not bind, not "the document".
+        assert excinfo.value.message == f"the selection was made for another run ({field} differs)"
 
 
 def test_a_rehearsal_selection_does_not_bind_to_an_actions_run(tmp_path: Path) -> None:

@@ -175,13 +175,14 @@ def local_context(cwd: Path, contract_repository: str, workflow_path: str, *, ru
     )
 
 
-def check_same_run(recorded: RunContext, live: RunContext, code: str = "selection.context") -> None:
-    """Refuse unless ``recorded`` (e.g. from a selection) binds to the same run as ``live``."""
+def check_same_run(recorded: RunContext, live: RunContext, code: str = "selection.context",
+                   what: str = "the selection") -> None:
+    """Refuse unless ``recorded`` (from ``what``, e.g. a selection) binds to the same run as ``live``."""
     want = recorded.binding_fields()
     have = live.binding_fields()
     for key, expected in want.items():
         if have[key] != expected:
-            raise Refusal(code, f"the document was made for another run ({key} differs)", field=key,
+            raise Refusal(code, f"{what} was made for another run ({key} differs)", field=key,
                           expected=expected, actual=have[key])
 
 
