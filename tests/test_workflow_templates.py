@@ -258,3 +258,28 @@ def test_annotation_titles_of_the_shipped_scripts_are_registered_codes_with_thei
     assert (REGISTRY["case.credentials"].exit_code, REGISTRY["case.no_cell_result"].exit_code) == (2, 3)
     setup = (ROOT / "composite" / "setup.sh").read_text()
     assert REGISTRY["setup.python"].exit_code == 2 and re.search(r"title=setup\.python::.*\n\s*exit 2\n", setup)
+
+
+def test_case_loop_masks_every_line_of_a_multi_line_credential(tmp_path: Path) -> None:
+    # A PEM key or a JSON service-account file in case-secrets: `::add-mask::` takes one line, so
+    # printing the whole value would print its second and later lines in clear, by the masking itself.
+    write_selection(tmp_path, [case("pem", ["PRIVATE_KEY"])])
+    key = "-----BEGIN KEY-----\nc2VjcmV0LWxpbmUtdHdv\r\n  c2VjcmV0LWxpbmUtdGhyZWU=  \n\n-----END KEY-----\n"
+    done = run_loop(tmp_path, ["pem"], 'echo "{}" > "$TESTOPS_EVIDENCE_CELL_RESULT"', {"PRIVATE_KEY": key})
+    assert done.returncode == 0, done.stdout + done.stderr
+    masked = [line[len("::add-mask::"):] for line in done.stdout.splitlines() if line.startswith("::add-mask::")]
+    assert set(masked) == {"-----BEGIN KEY-----", "c2VjcmV0LWxpbmUtdHdv", "c2VjcmV0LWxpbmUtdGhyZWU=", "-----END KEY-----"}
+    for line in done.stdout.splitlines():
+        assert line.startswith("::add-mask::") or "c2VjcmV0" not in line, f"credential printed in clear: {line!r}"
+
+
+def test_case_loop_starts_the_bash_found_on_path_by_its_full_path(tmp_path: Path) -> None:
+    # On Windows a bare "bash" is looked up in System32 before PATH and starts WSL's bash.exe, not the Git
+    # Bash the step runs in: the loop names the interpreter by the full path PATH gives it.
+    import shutil
+
+    write_selection(tmp_path, [case("which", [])])
+    done = run_loop(tmp_path, ["which"], 'printf %s "$0" > "$TESTOPS_EVIDENCE_CELL_RESULT"', {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    started = (tmp_path / "testops-evidence-cells" / "which.json").read_text()
+    assert os.path.isabs(started) and started == shutil.which("bash", path=os.environ["PATH"])
