@@ -94,3 +94,13 @@ def test_an_unknown_case_is_refused(tmp_path: Path, reports: Path) -> None:
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "nope", "junit": str(reports / "report.xml"),
                                       "out": str(tmp_path / "c.json")}, actions_env())
     assert run.outputs["error-code"] == "contract.unknown_case"
+
+
+def test_a_directory_without_reports_is_refused_naming_what_was_searched(tmp_path: Path) -> None:
+    empty = tmp_path / "allure-results"
+    (empty / "allure-results").mkdir(parents=True)  # a report directory nested one level too deep
+    run = cell_run(tmp_path, **{"allure-results": str(empty), "out": str(tmp_path / "cell.json")})
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "export.adapter")
+    failure = run.failure()
+    assert failure is not None and failure["actual"] == str(empty)  # the path given, not a list with a null
+    assert "| actual | `" + str(empty) + "` |" in run.summary

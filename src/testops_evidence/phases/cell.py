@@ -103,7 +103,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     outcomes, inputs = _reports(junit, allure_dir)
     if not inputs:
         raise Refusal("export.adapter", "no report was found (no *.xml, no *-result.json)", field="reports",
-                      expected="JUnit XML or allure-results", actual=[junit, allure_dir])
+                      expected="JUnit XML or allure-results",
+                      actual=", ".join(given for given in (junit, allure_dir) if given))
     origin = "+".join(kind for kind, given in (("junit", junit), ("allure-results", allure_dir)) if given)
     document = build_cell(case, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
                           fallback_time=ctx.clock(), attempt_id=attempt, origin=origin)
