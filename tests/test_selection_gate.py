@@ -156,3 +156,25 @@ def test_the_canonical_loader_refuses_what_is_not_one_json_value(text: str) -> N
 def test_sha256_hex_is_sha256(size: int) -> None:
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
     assert gate.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_a_contract_path_through_a_link_and_dot_dot_is_left_to_the_full_verification(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `link/../contract.yml` names the file beside the link's *target* for the kernel (and for the full
+    # verification), but `contract.yml` for a lexical normpath. The gate read the latter, found select's
+    # bytes and accepted, while the full verification read another contract and refused.
+    contract, _selection, digest = make_campaign(tmp_path)
+    (tmp_path / "x" / "y").mkdir(parents=True)
+    (tmp_path / "x" / "contract.yml").write_bytes(
+        contract.read_bytes().replace(b"title: Get task context", b"title: Another title"))
+    (tmp_path / "link").symlink_to("x/y")
+    tricky = Path("link/../contract.yml")
+    monkeypatch.chdir(tmp_path)
+    options = {"contract": str(tricky), "selection-sha256": digest}
+    full = run_mode("verify-selection", tmp_path, {**options, "selection-path": "./selection.json",
+                                                   "state-dir": str(tmp_path / "state-full")}, actions_env())
+    assert full.exit_code == 3 and full.outputs["error-code"] == "selection.context"
+    gated = run_mode("verify-selection", tmp_path, {**options, "selection-path": "selection.json",
+                                                    "state-dir": str(tmp_path / "state-gate")}, actions_env())
+    assert (gated.exit_code, gated.outputs) == (full.exit_code, full.outputs)
+    assert gate.verify_by_digests("selection.json", digest, str(tricky), actions_env()) is None

@@ -88,6 +88,11 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     recorded = document.get("contract-file-sha256")
     if not isinstance(recorded, str):
         return None
+    # read_document_bytes collapses ``..`` lexically, but the full verification opens the contract path as
+    # the kernel resolves it (``link/../c.yml`` is beside the link's target): with a ``..`` the two may read
+    # different files, so the gate must not decide.
+    if ".." in contract_path.replace(os.sep, "/").split("/"):
+        return None
     if sha256_hex(read_document_bytes(contract_path, CONTRACT_LIMIT)) != recorded:
         return None
     live = live_binding(env)
