@@ -283,3 +283,17 @@ def test_case_loop_starts_the_bash_found_on_path_by_its_full_path(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     started = (tmp_path / "testops-evidence-cells" / "which.json").read_text()
     assert os.path.isabs(started) and started == shutil.which("bash", path=os.environ["PATH"])
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_two_calls_in_one_run_do_not_share_groups_or_artifact_names(name: str) -> None:
+    # A caller may call a template twice in one run (two contracts, two source runs, a matrix over the
+    # calling job), and both calls see the same `github` context. A concurrency group or artifact name
+    # made only of it is shared: the second call's job waits, a third cancels it, and a second upload
+    # of one artifact name fails. Each must depend on the call's own inputs.
+    workflow = load(name)
+    for job_id, job in workflow["jobs"].items():
+        assert "${{ inputs." in job["concurrency"]["group"], f"{job_id}: group {job['concurrency']['group']}"
+        for step in job.get("steps", []):
+            if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
+                assert "${{ inputs." in step["with"]["name"], f"{job_id}: artifact {step['with']['name']}"
