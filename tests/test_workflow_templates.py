@@ -177,10 +177,11 @@ def write_selection(workdir: Path, cases: list[dict[str, Any]]) -> None:
     (workdir / "testops-evidence-selection.json").write_text(json.dumps(document))
 
 
-def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, str],
+             path: str | None = None) -> subprocess.CompletedProcess[str]:
     step = load("campaign.yml")["jobs"]["native"]["steps"]
     env_spec = next(s for s in step if s.get("name") == "run the cases")["env"]
-    env = {"PATH": os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
+    env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
            "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"]}
     return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
@@ -297,3 +298,22 @@ def test_two_calls_in_one_run_do_not_share_groups_or_artifact_names(name: str) -
         for step in job.get("steps", []):
             if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
                 assert "${{ inputs." in step["with"]["name"], f"{job_id}: artifact {step['with']['name']}"
+
+
+def test_case_loop_skips_a_python3_that_does_not_run(tmp_path: Path) -> None:
+    # Windows: `python3` on PATH is often the Microsoft Store alias, which only prints an advert and
+    # exits 9009; the job's real interpreter is `python` (actions/setup-python makes no python3.exe).
+    import sys
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "python3").write_text("#!/bin/sh\necho 'Python was not found; run without arguments to install from the Microsoft Store'\nexit 49\n")
+    (stubs / "python3").chmod(0o755)
+    (stubs / "python").symlink_to(sys.executable)
+    work = tmp_path / "work"
+    work.mkdir()
+    write_selection(work, [case("stub", [])])
+    done = run_loop(work, ["stub"], 'echo "{}" > "$TESTOPS_EVIDENCE_CELL_RESULT"', {},
+                    path=f"{stubs}{os.pathsep}{os.environ['PATH']}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "testops-evidence-cells" / "stub.json").read_text() == "{}\n"
