@@ -237,3 +237,27 @@ def test_arbitrary_bytes_never_crash_the_cell_reader(data: bytes) -> None:
         cell_from_bytes(data, "fuzz.json")
     except Refusal as error:
         assert error.code in ("export.cell_invalid", "io.invalid_json")
+
+
+@pytest.mark.parametrize(("policy", "selection_attempt", "measured"), [
+    ("first-only", 1, 2),  # a re-run's cell replayed into the first attempt's export
+    ("first-only", 2, 1),  # an earlier attempt's cell where only one attempt counts
+    ("any", 2, 3),  # a cell from a later attempt than the selection's cannot belong to it
+])
+def test_a_cell_of_another_run_attempt_is_refused(policy: str, selection_attempt: int, measured: int) -> None:
+    document = cell(CONTRACT, "budget-stop", **{"run-attempt": measured})
+    error = refusal(lambda: bind_cells([parsed(document)], selected=CASES, head_sha=HEAD_SHA, profile=PROFILE,
+                                       run_attempts=policy, run_attempt=selection_attempt))
+    assert (error.code, error.field, error.actual) == ("export.cell_binding", "budget-stop/run-attempt", measured)
+
+
+def test_cells_of_the_selections_attempt_and_under_any_of_earlier_ones_are_bound() -> None:
+    same = cell(CONTRACT, "budget-stop", attempt="a1", **{"run-attempt": 2})
+    unstated = cell(CONTRACT, "get-task-context")  # adapted at export, or an older harness: no run-attempt
+    assert set(bind_cells([parsed(same), parsed(unstated)], selected=CASES, head_sha=HEAD_SHA, profile=PROFILE,
+                          run_attempt=2)) == {"budget-stop", "get-task-context"}
+    earlier = cell(CONTRACT, "budget-stop", attempt="a0", finished="2026-12-01T10:03:00Z", **{"run-attempt": 1})
+    bound = bind_cells([parsed(earlier, "e.json"), parsed(same, "s.json")], selected=CASES, head_sha=HEAD_SHA,
+                       profile=PROFILE, run_attempts="any", run_attempt=2)
+    assert (bound["budget-stop"].cell.attempt_id, [c.attempt_id for c in bound["budget-stop"].superseded]) == (
+        "a1", ["a0"])

@@ -283,3 +283,13 @@ def test_environment_properties_are_escaped_as_java_properties(value: str, escap
     from testops_evidence.evidence.allure import escape_property
 
     assert escape_property(value, key=False) == escaped
+
+
+def test_a_cell_measured_in_another_run_attempt_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    # The selection is of attempt 1 (first-only); the cell says a re-run (attempt 2) measured it.
+    cells = [cell(CONTRACT, "get-task-context", **{"run-attempt": 2})]
+    options, env = prepare(tmp_path, cells)
+    run = export(tmp_path, options, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_binding")
+    assert run.failure() is not None and run.failure()["field"] == "get-task-context/run-attempt"  # type: ignore[index]
+    assert not Path(options["results-dir"]).exists()

@@ -3,8 +3,8 @@
 A cell result is what one worker measured for one case and attempt. Export trusts none of it until:
 
 * it matches the JSON Schema (``export.cell_invalid``),
-* its case is selected, its ``source-sha`` is the selection's head SHA and its profile is the selection's
-  profile (``export.cell_binding``),
+* its case is selected, its ``source-sha`` is the selection's head SHA, its profile is the selection's
+  profile and its ``run-attempt``, if it names one, fits the selection's (``export.cell_binding``),
 * its checks are exactly the contract case's checks, each once (``export.check_binding``),
 * it is the only cell of its case (``export.duplicate_cell``) — except under ``run-attempts: any``, where
   the attempt that finished last is chosen and the others are recorded as superseded.
@@ -184,8 +184,14 @@ def bind_cells(
     head_sha: str,
     profile: Mapping[str, str],
     run_attempts: str = "first-only",
+    run_attempt: int | None = None,
 ) -> dict[str, BoundCell]:
-    """Bind every cell to the selection; return the chosen cell per selected case key."""
+    """Bind every cell to the selection; return the chosen cell per selected case key.
+
+    ``run_attempt`` is the selection's run attempt. A cell that names its own ``run-attempt`` must have been
+    measured in it (``first-only``) or in it or an earlier attempt of the run (``any``): a later attempt
+    cannot have fed an export bound to this one, so such a cell was carried over from elsewhere.
+    """
     by_key = {case.key: case for case in selected}
     grouped: dict[str, list[CellResult]] = {}
     attempts: dict[str, str] = {}
@@ -201,6 +207,14 @@ def bind_cells(
         if dict(cell.document["profile"]) != dict(profile):
             raise Refusal("export.cell_binding", f"cell {cell.source} evaluated another profile",
                           field=f"{cell.key}/profile", expected=dict(profile), actual=dict(cell.document["profile"]))
+        if run_attempt is not None and "run-attempt" in cell.document:
+            measured = cell.document["run-attempt"]
+            admitted = measured == run_attempt if run_attempts != "any" else measured <= run_attempt
+            if not admitted:
+                raise Refusal("export.cell_binding", f"cell {cell.source} was measured in run attempt {measured}, "
+                              f"but the selection is of attempt {run_attempt} (run-attempts: {run_attempts})",
+                              field=f"{cell.key}/run-attempt",
+                              expected=run_attempt if run_attempts != "any" else f"<= {run_attempt}", actual=measured)
         check_binding(cell, case)
         if cell.attempt_id in attempts:
             raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "

@@ -83,7 +83,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
                              "case is exported as broken (not recorded)")
     bound = bind_cells(cells, selected=cases, head_sha=context.head_sha, profile=selection.document["profile"],
-                       run_attempts=contract.trust.run_attempts)
+                       run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt)
     verdicts = {case.key: verdict(bound.get(case.key), case) for case in cases}
 
     binding = allure.Binding(
