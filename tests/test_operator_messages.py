@@ -80,3 +80,31 @@ def test_testops_401_names_the_token_as_the_next_step(tmp_path: Path) -> None:
     assert "**Next step:** Check that the secret passed as `testops-token` is a valid API token" in run.summary
     failure = run.failure()
     assert failure is not None and failure["http-status"] == 401 and failure["hint"].startswith("Check that")
+
+
+@pytest.mark.parametrize(("mode", "code", "headline"), [
+    (None, "input.mode", "### ⛔ `testops-evidence` refused: `input.mode`"),
+    ("deploy", "mode.unknown", "### ⛔ `deploy` refused: `mode.unknown`"),
+])
+def test_a_missing_or_unknown_mode_is_reported_like_every_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   mode: str | None, code: str, headline: str) -> None:
+    import os
+
+    from testops_evidence import entrypoint
+
+    for key in list(os.environ):
+        if key.startswith(("INPUT_", "GITHUB_", "ALLURE_", "TESTOPS_", "RUNNER_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    monkeypatch.setenv("RUNNER_TEMP", str(tmp_path / "runner-temp"))
+    if mode is not None:
+        monkeypatch.setenv("INPUT_MODE", mode)
+    assert entrypoint.main() == 2
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[0] == headline  # not "`(none)` refused"
+    # failure.json lands in the default state directory, as docs/errors.md promises for every refusal.
+    failure = json.loads((tmp_path / "runner-temp" / "testops-evidence" / "failure.json").read_text())
+    assert (failure["code"], failure["mode"]) == (code, mode or "testops-evidence")
+    assert "failure.json` holds the same facts as JSON." in summary

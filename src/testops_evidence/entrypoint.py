@@ -44,13 +44,17 @@ def main(argv: list[str] | None = None) -> int:
         from testops_evidence.actions import Runtime
         from testops_evidence.errors import Refusal
         from testops_evidence.runner import report_refusal
+        from testops_evidence.safeio import StateDir
 
         refusal = (Refusal("input.mode", "input mode is required", field="mode",
                            expected=" | ".join(interface.MODES), actual="")
                    if mode is None else
                    Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
                            expected=" | ".join(interface.MODES), actual=mode))
-        return report_refusal(mode or "(none)", refusal, Runtime(env), None)
+        # failure.json too, as for every other refusal (docs/errors.md): the state dir the phase would have used.
+        location = settings.resolve_value("state-dir", {}, env)
+        state = StateDir(location if location and "\x00" not in location else settings.default_state_location(env))
+        return report_refusal(mode or "testops-evidence", refusal, Runtime(env), state)
     # The phase reads its inputs from INPUT_* itself (Settings: both spellings, stripped, empty = unset),
     # by the same rules as the options build_argv would make of them, so they are not turned into an argv
     # for argparse to parse back: that would put argparse into every start of every job
