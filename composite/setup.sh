@@ -9,6 +9,15 @@
 # and nothing that is not in the lock can be installed.
 set -euo pipefail
 
+# Not on Windows: every phase reads and writes through fail-closed file primitives (O_NOFOLLOW,
+# O_DIRECTORY, dir_fd, owner checks) that Windows does not have, so a phase could only fail there.
+case "${RUNNER_OS:-$(uname -s)}" in
+  Windows|MINGW*|MSYS*|CYGWIN*)
+    echo "::error title=setup.platform::testops-evidence (composite) runs on Linux and macOS runners, not on Windows; run this job on a Linux or macOS runner"
+    exit 2
+    ;;
+esac
+
 action_root=$(cd "${GITHUB_ACTION_PATH:?GITHUB_ACTION_PATH is set by the runner}/.." && pwd)
 lock="$action_root/requirements/runtime.txt"
 

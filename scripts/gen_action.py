@@ -90,7 +90,7 @@ def composite_action() -> str:
     env_lines = [f"        {env_name(spec.name)}: ${{{{ inputs.{spec.name} }}}}" for spec in interface.INPUTS]
     lines = [
         f"name: {q(NAME + ' (composite)')}",
-        f"description: {q('The same action without Docker: runs on Linux, macOS and Windows runners from a venv.')}",
+        f"description: {q('The same action without Docker: runs on Linux and macOS runners from a venv.')}",
         f"author: {q(AUTHOR)}",
         "branding:",
         "  icon: shield",

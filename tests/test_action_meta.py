@@ -288,12 +288,12 @@ def test_entrypoint_reads_inputs_in_both_spellings(spelling: str) -> None:
 # --- the composite's venv step (composite/setup.sh) ---------------------------------------------------
 
 
-def run_setup(tmp_path: Path, path: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_setup(tmp_path: Path, path: str, **extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     output = tmp_path / "output"
     output.touch()
     env = {"PATH": path, "GITHUB_ACTION_PATH": str(ROOT / "composite"), "GITHUB_OUTPUT": str(output),
-           "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "temp")}
+           "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "temp"), **extra}
     done = subprocess.run(["/bin/bash", str(ROOT / "composite" / "setup.sh")], env=env, capture_output=True,
                           text=True, check=False)
     return done, output
@@ -317,3 +317,16 @@ def test_composite_setup_reuses_a_complete_venv_for_the_same_lock_and_interprete
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"reusing the venv for lock {key}" in done.stdout
     assert output.read_text() == f"python={venv}/bin/python\n"
+
+
+def test_composite_setup_refuses_a_windows_runner_before_building_anything(tmp_path: Path) -> None:
+    """Every phase reads and writes through safeio's fail-closed primitives (O_NOFOLLOW, O_DIRECTORY,
+    dir_fd, owner checks), which Windows does not have: there the action could only end in
+    internal.error. The venv step says so first, with a registered code, and builds nothing."""
+    from testops_evidence.errors import REGISTRY
+
+    python_dir = str(Path(sys.executable).parent)
+    done, output = run_setup(tmp_path, f"{python_dir}:/usr/bin:/bin", RUNNER_OS="Windows")
+    assert done.returncode == REGISTRY["setup.platform"].exit_code == 2, done.stdout + done.stderr
+    assert "::error title=setup.platform::" in done.stdout
+    assert output.read_text() == "" and not (tmp_path / "tool-cache").exists()

@@ -253,7 +253,7 @@ def test_annotation_titles_of_the_shipped_scripts_are_registered_codes_with_thei
 
     shipped = [TEMPLATES / "campaign.yml", ROOT / "composite" / "setup.sh"]
     titles = {code for path in shipped for code in re.findall(r"::error title=([a-z_.]+)::", path.read_text())}
-    assert titles == {"case.credentials", "case.no_cell_result", "setup.python"}
+    assert titles == {"case.credentials", "case.no_cell_result", "setup.python", "setup.platform"}
     for code in titles:
         assert code in REGISTRY, f"{code} is not in errors.REGISTRY"
     assert (REGISTRY["case.credentials"].exit_code, REGISTRY["case.no_cell_result"].exit_code) == (2, 3)

@@ -124,6 +124,8 @@ REGISTRY: dict[str, CodeSpec] = dict(
         # --- the shipped action and templates (composite/setup.sh, the campaign's case loop) ------------
         _spec("setup.python", _U, "the composite action found no Python 3.11 or newer on the runner",
               "Add actions/setup-python before the step, or use the Docker action."),
+        _spec("setup.platform", _U, "the composite action runs on Linux and macOS runners, not on Windows",
+              "Run the job on a Linux or macOS runner (runs-on / worker-runs-on)."),
         _spec("case.credentials", _U, "case-secrets lacks a credential the case's contract entry lists",
               "Add it to the JSON of the template's case-secrets secret."),
         _spec("case.no_cell_result", _I, "the case command wrote no cell result; export records the case as broken",
