@@ -211,6 +211,27 @@ def test_duplicates_across_cases(name: str, value: Any) -> None:
     assert err.message.startswith("cases 0 and 2 share")
 
 
+def test_a_case_key_with_a_trailing_line_break_is_refused() -> None:
+    # `key: |` in YAML adds a line break that the schema's `$` lets through; `get-task-context` and
+    # `get-task-context\n` would be two cases whose names collide once stripped (the `cell --case` option,
+    # shell words, file names), so one case's worker could write the other case's evidence.
+    err = invalid(lambda d: d["cases"][2].__setitem__("key", d["cases"][0]["key"] + "\n"))
+    assert (err.field, err.actual) == ("/cases/2/key", "get-task-context\n")
+
+
+def test_a_check_id_with_a_trailing_line_break_is_refused() -> None:
+    err = invalid(lambda d: d["cases"][0]["checks"].__setitem__("cleanup\n", "behavior"))
+    assert (err.field, err.actual) == ("/cases/0/checks", "cleanup\n")
+
+
+def test_a_yaml_block_scalar_key_is_refused() -> None:
+    text = EXAMPLE.read_text().replace("  - key: get-task-context\n", "  - key: |\n      get-task-context\n", 1)
+    assert text != EXAMPLE.read_text()
+    with pytest.raises(Refusal) as caught:
+        contract_from_document(parse_contract_bytes(text.encode(), "contract.yml"))
+    assert (caught.value.code, caught.value.field) == ("contract.invalid", "/cases/0/key")
+
+
 def test_undeclared_lane() -> None:
     err = invalid(lambda d: d["lanes"].pop("external"))
     assert (err.field, err.expected, err.actual) == ("/cases/9/lane", "one of native", "external")

@@ -394,6 +394,13 @@ def _semantic_checks(document: dict[str, Any]) -> None:
                               field=f"/cases/{index}/{name}", expected=f"a {name} unique among cases",
                               actual=value)
             values[value] = index
+        # The schema's ``^...$`` patterns run through ``re.search``, where ``$`` also matches before a final
+        # newline (a YAML ``key: |`` block adds one): ``a`` and ``a\n`` would be two cases whose names collide
+        # wherever a value is stripped (CLI options, shell, file names).
+        for where, name in [("key", case["key"]), *(("checks", c) for c in case["checks"])]:
+            if name.endswith("\n"):
+                raise Refusal("contract.invalid", f"case {case['key']!r} has a {where} entry ending in a line break",
+                              field=f"/cases/{index}/{where}", expected="a name without a line break", actual=name)
         if case["lane"] not in lanes:
             raise Refusal("contract.invalid", f"case {case['key']!r} uses lane {case['lane']!r}, which /lanes "
                           "does not declare", field=f"/cases/{index}/lane",
