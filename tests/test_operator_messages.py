@@ -108,3 +108,38 @@ def test_a_missing_or_unknown_mode_is_reported_like_every_refusal(tmp_path: Path
     failure = json.loads((tmp_path / "runner-temp" / "testops-evidence" / "failure.json").read_text())
     assert (failure["code"], failure["mode"]) == (code, mode or "testops-evidence")
     assert "failure.json` holds the same facts as JSON." in summary
+
+
+# --- what the refusal says was changed: truthful per step (every remote mutation is once-marked first) ---
+
+
+def test_a_refusal_before_any_change_says_nothing_was_sent(tmp_path: Path) -> None:
+    with TestOpsServer(token="the-right-token") as server:
+        server.add_project(12)
+        contract = tmp_path / "contract.json"
+        contract.write_text(json.dumps(contract_document(server.url)))
+        run = run_mode("bootstrap", tmp_path, {"contract": str(contract)}, {"ALLURE_TOKEN": "a-wrong-token"})
+        assert server.mutations() == []
+    assert "Exit code 4. This step sent no change to TestOps before the refusal." in run.summary
+    assert "once-markers" not in run.summary
+
+
+def test_a_refusal_after_a_started_change_names_it_and_reconcile(tmp_path: Path) -> None:
+    with TestOpsServer(token="the-right-token") as server:
+        server.add_project(12)
+        job = server.add_job(12, "agent-evals", external_id="acme/agents_agent-evals.yml")
+        server.add_plan(12, "Agent protocol evals", [194, 195], id=340, job_ids=[job["id"]])
+        server.fail("POST", "/testplan/340/run", "status", status=500)
+        contract = tmp_path / "contract.json"
+        contract.write_text(json.dumps(contract_document(server.url)))
+        run = run_mode("launch", tmp_path, {"contract": str(contract)},
+                       {"ALLURE_TOKEN": "the-right-token", "GITHUB_RUN_NUMBER": "17"})
+    assert run.exit_code == 4 and run.outputs["error-code"] != "testops.uncertain", run.summary
+    assert "This step started 1 change(s) before the refusal (launch): each is recorded as a once-marker" in run.summary
+    assert "`mode: reconcile` reviews any left uncertain." in run.summary
+
+
+def test_the_consequence_without_knowing_what_started_stays_conditional() -> None:
+    refusal = Refusal("upload.results_invalid", "m")
+    assert "Changes this step completed before the refusal" in refusal_section(refusal, "upload")
+    assert "Nothing was published by this step." in refusal_section(refusal, "export", [])

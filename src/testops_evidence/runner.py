@@ -211,7 +211,7 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
             where = f"\n`{written}` holds the same facts as JSON.\n"
         except (Refusal, OSError) as exc:
             runtime.annotate("warning", f"failure.json could not be written: {exc}")
-    runtime.summary(summary.refusal_section(refusal, mode) + where)
+    runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where)
     return refusal.exit_code
 
 

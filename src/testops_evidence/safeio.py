@@ -373,6 +373,8 @@ class StateDir:
         self._location = path
         self._path: Path | None = None
         self._ready = False
+        # Stages this process once-marked: a refusal's summary says truthfully whether the step changed anything.
+        self.started: list[str] = []
 
     @property
     def path(self) -> Path:
@@ -419,11 +421,13 @@ class StateDir:
         self.ensure()
         body = {"stage": stage, "status": "STARTED_NO_AUTOMATIC_RESEND", **(detail or {})}
         try:
-            return write_once(self.receipt_path(name), pretty_json(body))
+            marker = write_once(self.receipt_path(name), pretty_json(body))
         except Refusal as exc:
             raise Refusal("once.already_started", f"the mutation {stage!r} already started in an earlier run "
                           "of this phase; it is not re-sent automatically", field="once-marker",
                           expected="absent", actual=name) from exc
+        self.started.append(stage)
+        return marker
 
     def done(self, stage: str, result: dict[str, Any]) -> Path:
         """Record the completion of a once-marked mutation."""

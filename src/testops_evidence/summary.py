@@ -102,10 +102,13 @@ def status_icon(status: str) -> str:
     return {"passed": "✅", "failed": "❌", "broken": "💥", "refused": "⛔", "skipped": "⏭️"}.get(status, "•")
 
 
-def refusal_section(refusal: Any, mode: str) -> str:
-    """The summary of a refusal: code, message, field, expected versus actual, and the next step."""
+def refusal_section(refusal: Any, mode: str, started: list[str] | None = None) -> str:
+    """The summary of a refusal: code, message, field, expected versus actual, and the next step.
+
+    ``started``: the stages this step once-marked (StateDir.started), when known; None when not.
+    """
     body = render("refusal", mode=mode, code=refusal.code, message=cell(refusal.message),
-                  exit_code=refusal.exit_code, consequence=_consequence(refusal.code, mode))
+                  exit_code=refusal.exit_code, consequence=_consequence(refusal.code, mode, started))
     if refusal.field is not None:
         rows = [("field", f"`{refusal.field}`"), ("expected", _show(refusal.expected)),
                 ("actual", _show(refusal.actual))]
@@ -128,11 +131,18 @@ def next_step(refusal: Any) -> str:
 _MUTATING_MODES = frozenset({"bootstrap", "launch", "upload", "reconcile"})
 
 
-def _consequence(code: str, mode: str) -> str:
+def _consequence(code: str, mode: str, started: list[str] | None = None) -> str:
     """What the refusal means for what was published, said truthfully per case."""
     if code == "testops.uncertain":
         return ("A change may or may not have reached TestOps; it is **not** re-sent automatically. "
                 "Run `mode: reconcile` with the same state directory to find out.")
+    if mode in _MUTATING_MODES and started == []:
+        # Every remote mutation is once-marked first: no marker from this step means nothing was sent.
+        return "This step sent no change to TestOps before the refusal."
+    if mode in _MUTATING_MODES and started:
+        return (f"This step started {len(started)} change(s) before the refusal ({', '.join(started[:5])}"
+                f"{', …' if len(started) > 5 else ''}): each is recorded as a once-marker, with a done-record "
+                "once it completed, in the state directory; `mode: reconcile` reviews any left uncertain.")
     if mode in _MUTATING_MODES:
         return ("Changes this step completed before the refusal are recorded as once-markers and "
                 "done-records in the state directory; `mode: reconcile` reviews any left uncertain.")
