@@ -134,3 +134,19 @@ def test_verify_of_1000_results_needs_a_few_dozen_requests(tmp_path: Path) -> No
         assert all(e.route == "/testresult" and e.param("size") == "1000" for e in requests)
         facts = json.loads((tmp_path / "state" / "verify.json").read_text())
         assert facts["requests"] == len(requests) and facts["polls"] == 7
+
+
+def test_another_uploads_result_of_the_same_case_does_not_verify_this_one(server: TestOpsServer,
+                                                                          tmp_path: Path) -> None:
+    # The launch holds a result of budget-stop with the right test case, name and status, but TestOps
+    # created it for another upload (an earlier attempt into the same job run); this upload's own result
+    # is gone. Matching by case and name alone verified the stale result as this publication.
+    campaign = published(server, tmp_path)
+    ours = stored(server, campaign, "agents/protocol/budget-stop")
+    del server.results[ours["id"]]
+    stale_id = max(server.results) + 1000
+    server.results[stale_id] = {**ours, "id": stale_id, "uuid": "stale-upload-uuid"}
+    verify = campaign.run("verify")
+    assert (verify.exit_code, verify.outputs["error-code"]) == (3, "verify.mismatch")
+    failure = verify.failure()
+    assert (failure["field"], failure["expected"], failure["actual"]) == ("budget-stop/id", ours["id"], stale_id)

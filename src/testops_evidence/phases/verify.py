@@ -155,6 +155,10 @@ def _verify_testops(ctx: PhaseContext, receipt: Receipt, publication: Mapping[st
     job_run_id, project_id = testops["job-run-id"], testops["project-id"]
     expected = {(row["testops-id"], row["full-name"]): row for row in receipt.results}
     by_name = {row["full-name"]: row for row in receipt.results}
+    # The result ids TestOps gave this upload's chunks: a launch may also hold another upload's result of the
+    # same test case (a re-run's upload into the same job run), which a match by case and name cannot tell.
+    raw_ids = publication.get("result-ids")
+    uploaded_ids: Mapping[str, Any] = raw_ids if isinstance(raw_ids, dict) else {}
     verified_detail: set[int] = set()
     started = ctx.monotonic()
     give_up_at = started + deadline
@@ -184,6 +188,12 @@ def _verify_testops(ctx: PhaseContext, receipt: Receipt, publication: Mapping[st
             pending = []
             for key, row in expected.items():
                 listed = found.get(key)
+                want_id = uploaded_ids.get(str(row["uuid"]))
+                if listed is not None and want_id is not None and listed.get("id") != want_id:
+                    raise Refusal("verify.mismatch", f"{row['full-name']} in launch {launch_id} is test result "
+                                  f"{listed.get('id')}, not the result {want_id} this upload created: another "
+                                  "upload's result stands in for it", field=f"{row['key']}/id", expected=want_id,
+                                  actual=listed.get("id"))
                 status = listed.get("status") if listed is not None else None
                 if listed is None or status in (None, "unknown"):
                     pending.append(row)
