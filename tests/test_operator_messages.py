@@ -143,3 +143,13 @@ def test_the_consequence_without_knowing_what_started_stays_conditional() -> Non
     refusal = Refusal("upload.results_invalid", "m")
     assert "Changes this step completed before the refusal" in refusal_section(refusal, "upload")
     assert "Nothing was published by this step." in refusal_section(refusal, "export", [])
+
+
+def test_an_unsafe_state_dir_names_the_fix_not_the_evidence_advice(tmp_path: Path) -> None:
+    options, digest = _selection(tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    run = run_mode("verify-selection", tmp_path, {**options, "selection-sha256": digest,
+                                                  "state-dir": str(tmp_path / "linked")}, actions_env())
+    assert run.outputs["error-code"] == "io.state_dir"
+    assert "**Next step:** Point `state-dir` at a directory of the job's own user that is not a link" in run.summary

@@ -180,10 +180,17 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("import.not_configured", _U, "the contract has no `remote` section, so nothing may be imported",
               "Add a `remote:` policy to the contract."),
         # --- safe IO -------------------------------------------------------------------------------
-        _spec("io.unsafe_path", _I, "a path escapes its root, names a link, or is not a regular file"),
+        _spec("io.unsafe_path", _I, "a path escapes its root, names a link, or is not a regular file",
+              "Name a regular file or directory inside its root, without `..`, links, FIFOs or devices; if "
+              "another job left a link there, find out why before running again."),
         _spec("io.too_large", _I, "a file is larger than its cap"),
-        _spec("io.exists", _I, "a write-once file already exists"),
-        _spec("io.state_dir", _I, "the state directory is unsafe (link, foreign owner, group/other bits)"),
+        _spec("io.exists", _I, "a write-once file already exists",
+              "Receipts, selections and exports are written once: use a fresh `state-dir` and output path "
+              "per run."),
+        _spec("io.state_dir", _I, "the state directory cannot be created, is a link or not a directory, or "
+              "belongs to another user",
+              "Point `state-dir` at a directory of the job's own user that is not a link (it is created with "
+              "mode 0700), or leave it empty for the default."),
         _spec("io.missing", _U, "an input file does not exist"),
         _spec("io.invalid_json", _I, "a file is not valid UTF-8 JSON"),
         # --- remote services -----------------------------------------------------------------------
