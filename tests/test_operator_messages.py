@@ -120,7 +120,7 @@ def test_a_refusal_before_any_change_says_nothing_was_sent(tmp_path: Path) -> No
         contract.write_text(json.dumps(contract_document(server.url)))
         run = run_mode("bootstrap", tmp_path, {"contract": str(contract)}, {"ALLURE_TOKEN": "a-wrong-token"})
         assert server.mutations() == []
-    assert "Exit code 4. This step sent no change to TestOps before the refusal." in run.summary
+    assert "Exit code 4. Nothing was published or changed by this step." in run.summary
     assert "once-markers" not in run.summary
 
 

@@ -138,7 +138,7 @@ def _consequence(code: str, mode: str, started: list[str] | None = None) -> str:
                 "Run `mode: reconcile` with the same state directory to find out.")
     if mode in _MUTATING_MODES and started == []:
         # Every remote mutation is once-marked first: no marker from this step means nothing was sent.
-        return "This step sent no change to TestOps before the refusal."
+        return "Nothing was published or changed by this step."
     if mode in _MUTATING_MODES and started:
         return (f"This step started {len(started)} change(s) before the refusal ({', '.join(started[:5])}"
                 f"{', …' if len(started) > 5 else ''}): each is recorded as a once-marker, with a done-record "
