@@ -178,3 +178,30 @@ def test_a_contract_path_through_a_link_and_dot_dot_is_left_to_the_full_verifica
                                                     "state-dir": str(tmp_path / "state-gate")}, actions_env())
     assert (gated.exit_code, gated.outputs) == (full.exit_code, full.outputs)
     assert gate.verify_by_digests("selection.json", digest, str(tricky), actions_env()) is None
+
+
+def test_yaml_bytes_under_a_json_name_are_left_to_the_full_verification(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # select read the YAML contract; the worker names the same bytes `contract.json`, which the full
+    # verification parses as JSON and refuses. The gate matched the bytes' digest and accepted.
+    contract, _selection, digest = make_campaign(tmp_path)
+    (tmp_path / "contract.json").write_bytes(contract.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    assert gate.verify_by_digests("selection.json", digest, "contract.json", actions_env()) is None
+    options = {"contract": "contract.json", "selection-sha256": digest}
+    full = run_mode("verify-selection", tmp_path, {**options, "selection-path": "./selection.json",
+                                                   "state-dir": str(tmp_path / "state-full")}, actions_env())
+    gated = run_mode("verify-selection", tmp_path, {**options, "selection-path": "selection.json",
+                                                    "state-dir": str(tmp_path / "state-gate")}, actions_env())
+    assert (gated.exit_code, gated.outputs) == (full.exit_code, full.outputs) == (2, {"error-code": "contract.invalid"})
+
+
+def test_a_json_contract_is_still_accepted_by_the_gate(tmp_path: Path) -> None:
+    document = contract_module.parse_contract_bytes(EXAMPLE_CONTRACT.read_bytes(), "contract.yml")
+    contract, selection, digest = make_campaign(tmp_path, json.dumps(document, indent=2).encode() + b"\n")
+    json_contract = contract.rename(contract.with_name("contract.json"))
+    assert gate_facts(json_contract, selection, digest) is not None
+    full = run_mode("verify-selection", tmp_path, {  # a `./` in the path skips the gate: the full check
+        "contract": str(json_contract), "selection-path": f"{selection.parent}/./{selection.name}",
+        "selection-sha256": digest, "state-dir": str(tmp_path / "state-full")}, actions_env())
+    assert (full.exit_code, full.outputs) == (0, {"selected-count": "12"})

@@ -93,7 +93,13 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     # different files, so the gate must not decide.
     if ".." in contract_path.replace(os.sep, "/").split("/"):
         return None
-    if sha256_hex(read_document_bytes(contract_path, CONTRACT_LIMIT)) != recorded:
+    contract_bytes = read_document_bytes(contract_path, CONTRACT_LIMIT)
+    if sha256_hex(contract_bytes) != recorded:
+        return None
+    # The full verification parses a ``*.json`` contract as JSON and anything else as YAML; select may have
+    # read the same bytes under another name. YAML text in a ``.json`` file is refused there
+    # (``contract.invalid``), so here it must at least be one JSON object (else: raise, the full check runs).
+    if contract_path.endswith(".json") and not isinstance(loads_canonical(contract_bytes.decode("utf-8")), dict):
         return None
     live = live_binding(env)
     context = document["context"]
