@@ -153,3 +153,14 @@ def test_an_unsafe_state_dir_names_the_fix_not_the_evidence_advice(tmp_path: Pat
                                                   "state-dir": str(tmp_path / "linked")}, actions_env())
     assert run.outputs["error-code"] == "io.state_dir"
     assert "**Next step:** Point `state-dir` at a directory of the job's own user that is not a link" in run.summary
+
+
+def test_a_yaml_syntax_error_points_the_operator_at_its_line(tmp_path: Path) -> None:
+    contract = tmp_path / "contract.yml"
+    contract.write_text("version: 1\ncampaign: [\n")
+    run = run_mode("check", tmp_path, {"contract": str(contract)}, actions_env())
+    assert run.outputs["error-code"] == "contract.invalid"
+    failure = run.failure()
+    assert failure is not None and failure["actual"].startswith("line ")
+    assert "**Next step:** Fix the contract where the refusal points: the field's JSON pointer, or the line a YAML " \
+           "error names." in run.summary

@@ -83,7 +83,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("mode.not_built", _U, "the phase is listed in the design but not available in this version",
               "Use a release of the action that has this mode."),
         _spec("contract.missing", _U, "the contract file does not exist", "Create it or set `contract:`."),
-        _spec("contract.invalid", _U, "the contract does not match its schema", "Fix the field named by the pointer."),
+        _spec("contract.invalid", _U, "the contract does not match its schema",
+              "Fix the contract where the refusal points: the field's JSON pointer, or the line a YAML error "
+              "names."),
         _spec("contract.unknown_case", _U, "a case key is not in the contract"),
         _spec("internal.error", _R, "an unexpected error; the message names its type (please report it)",
               "Re-run with debug logging (ACTIONS_STEP_DEBUG) for the traceback, and report it."),
