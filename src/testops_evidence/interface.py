@@ -83,7 +83,7 @@ INPUTS: tuple[InputSpec, ...] = (
               env_fallbacks=("ALLURE_ENDPOINT",)),
     InputSpec("testops-project-id", "Override of the contract's TestOps project id.", "",
               kind="int", env_fallbacks=("ALLURE_PROJECT_ID",)),
-    InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence.",
+    InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence (in the Docker action the mounted runner temp, else the workspace; outside Actions ./.testops-evidence/state).",
               "", kind="path"),
     InputSpec("fail-on-failed-cases", "Exit 1 when evidence is complete but not every case passed.",
               "true", kind="bool"),
