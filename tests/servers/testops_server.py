@@ -748,14 +748,19 @@ class TestOpsServer:
         case["lastModifiedDate"] = self._now_ms()
         return 200, self._case_view(case)
 
-    def _r_create_case(self, r: _Request) -> tuple[int, Any]:
-        body = r.object()
+    def _project_and_name(self, body: dict[str, Any]) -> tuple[Any, str]:
+        """The checks TestOps makes on every create body: an existing project and a 1-255 char name."""
         project = body.get("projectId")
         name = body.get("name")
         if project not in self.projects:
             raise HttpError(400, "projectId must name a project")
         if not isinstance(name, str) or not name or len(name) > 255:
             raise HttpError(400, "name must be a non-empty string of at most 255 characters")
+        return project, name
+
+    def _r_create_case(self, r: _Request) -> tuple[int, Any]:
+        body = r.object()
+        project, name = self._project_and_name(body)
         case = self.add_case(project, name, body.get("fullName"), automated=bool(body.get("automated", True)))
         return 200, self._case_view(case)
 
@@ -786,12 +791,7 @@ class TestOpsServer:
 
     def _r_create_plan(self, r: _Request) -> tuple[int, Any]:
         body = r.object()
-        project = body.get("projectId")
-        name = body.get("name")
-        if project not in self.projects:
-            raise HttpError(400, "projectId must name a project")
-        if not isinstance(name, str) or not name or len(name) > 255:
-            raise HttpError(400, "name must be a non-empty string of at most 255 characters")
+        project, name = self._project_and_name(body)
         leafs = _leafs(body.get("treeSelection"))
         plan = self.add_plan(project, name, leafs)
         plan["baseRql"] = body.get("baseRql")
