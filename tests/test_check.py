@@ -47,7 +47,8 @@ def test_the_summary_headline_counts_cases_per_lane(tmp_path: Path, in_repo: Non
     assert ("✅ Contract **agent-protocol** is valid: 12 cases (3 external, 9 native), backend `testops`."
             in run.summary)
     assert "| native | 9 | 4 |" in run.summary
-    assert "| heartbeat-resume | 203 | native | 15 min | 3 | ANTHROPIC_API_KEY, PAPERCLIP_RUNNER_KEY |" in run.summary
+    assert ("| `heartbeat-resume` | 203 | native | 15 min | 3 | `ANTHROPIC_API_KEY`, `PAPERCLIP_RUNNER_KEY` |"
+            in run.summary)
 
 
 def test_without_a_testops_section_the_backend_is_files(tmp_path: Path) -> None:
@@ -74,7 +75,8 @@ def test_values_from_the_contract_cannot_break_the_tables(tmp_path: Path) -> Non
     path = write_contract(tmp_path, lambda d: d["profile"].__setitem__("model", "a|b\\c"))
     run = run_mode("check", tmp_path, {"contract": str(path)})
     assert run.exit_code == EXIT_OK
-    assert "model=a\\|b\\\\c" in run.summary
+    # md.text escapes | and \ (as \| and \\), then the table escapes every pipe once more (\\|)
+    assert "model=a\\\\|b\\\\c" in run.summary
 
 
 def test_a_missing_contract_exits_2_with_the_next_step(tmp_path: Path) -> None:

@@ -135,7 +135,7 @@ def test_a_refusal_after_a_started_change_names_it_and_reconcile(tmp_path: Path)
         run = run_mode("launch", tmp_path, {"contract": str(contract)},
                        {"ALLURE_TOKEN": "the-right-token", "GITHUB_RUN_NUMBER": "17"})
     assert run.exit_code == 4 and run.outputs["error-code"] != "testops.uncertain", run.summary
-    assert "This step started 1 change(s) before the refusal (launch): each is recorded as a once-marker" in run.summary
+    assert "This step started 1 change(s) before the refusal (`launch`): each is recorded as a once-marker" in run.summary
     assert "`mode: reconcile` reviews any left uncertain." in run.summary
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from helpers import PhaseRun, run_mode
+from helpers import PhaseRun, assert_golden, run_mode
 from servers.github_server import GitHubServer
 from test_selection_support import (
     EXAMPLE_CONTRACT,
@@ -121,7 +121,7 @@ def test_example_outputs_and_summary_match_the_golden_files(tmp_path: Path, env:
     summary = summary.replace(str(tmp_path), "<tmp>").replace(str(EXAMPLE_PLAN), "<examples>/testplan.json")
     summary = re.sub(r"\d{1,3}(,\d{3})* of 983,616 bytes", "<size> of 983,616 bytes", summary)
     summary = re.sub(r"largest: [^|]*\|", "largest: <sizes> |", summary)
-    assert summary == (GOLDEN / "example-summary.md").read_text()
+    assert_golden(GOLDEN / "example-summary.md", summary)
 
 
 # --- standing plan and cases ---------------------------------------------------------------------------

@@ -180,7 +180,8 @@ def run_phase(
 
     for name, value in result.outputs.items():
         runtime.set_output(name, value)
-    runtime.summary(summary.render("phase", mode=mode, headline=result.headline) + result.summary)
+    runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
+                    + result.summary)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):
         runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
@@ -208,7 +209,7 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
         document = {"mode": mode, **refusal.to_json()}
         try:
             written = state.write_failure(_scrub_document(document, runtime))
-            where = f"\n`{written}` holds the same facts as JSON.\n"
+            where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n"
         except (Refusal, OSError) as exc:
             runtime.annotate("warning", f"failure.json could not be written: {exc}")
     runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where)

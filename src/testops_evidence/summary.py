@@ -1,18 +1,22 @@
-"""Step-summary rendering: templates in ``templates/*.md`` plus small Markdown helpers.
+"""Step-summary rendering: templates in ``templates/*.md``, the refusal section, status icons.
 
-Values that come from outside (case titles, server messages) are escaped for tables so that a ``|`` or
-a newline can never break the layout or inject Markdown structure.
+Untrusted text becomes Markdown only through :mod:`testops_evidence.md` (``code``, ``text``, ``link``,
+``table``); :func:`render` escapes every value that is not already :class:`~testops_evidence.md.Markdown`.
 """
 
 from __future__ import annotations
 
 import os
 
+from testops_evidence.md import Markdown, code, join, link, table, text
+
+__all__ = ["Markdown", "code", "join", "link", "next_step", "refusal_section", "render", "status_icon", "substitute",
+           "table", "text"]
+
 # Imported by every start: no json, string.Template (it compiles a regex at import), importlib.resources
 # or typing at import time; the templates are files beside this module (tests/test_startup_imports.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
     from typing import Any
 
 _TEMPLATES: dict[str, str] = {}
@@ -56,46 +60,19 @@ def substitute(text: str, values: dict[str, str]) -> str:
         index = end + 1 if braced else end
 
 
-def render(name: str, **values: Any) -> str:
-    """Render ``templates/<name>.md``; every placeholder must be supplied (KeyError otherwise)."""
-    return substitute(_template(name), {k: str(v) for k, v in values.items()})
+def render(name: str, **values: Any) -> Markdown:
+    """Render ``templates/<name>.md``; every placeholder must be supplied (KeyError otherwise).
+
+    A :class:`Markdown` value is inserted as is, a number as its digits, anything else as escaped text."""
+    return Markdown(substitute(_template(name), {k: _markdown(v) for k, v in values.items()}))
 
 
-def cell(value: Any) -> str:
-    """One Markdown table cell: stringified, pipes and newlines escaped, length bounded."""
-    if value is None:
-        text = "—"
-    elif isinstance(value, bool):
-        text = "yes" if value else "no"
-    elif isinstance(value, dict | list):
-        import json
-
-        text = "`" + json.dumps(value, separators=(",", ":"), ensure_ascii=False).replace("`", "'") + "`"
-    else:
-        text = str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, limit: int = 1000) -> str:
-    """A Markdown table; past ``limit`` rows a line says how many were left out."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    left_out = 0
-    for index, row in enumerate(rows):
-        if index >= limit:
-            left_out += 1
-            continue
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    if left_out:
-        lines.append(f"\n_{left_out} more rows are left out here; the receipt lists them all._")
-    return "\n".join(lines) + "\n"
-
-
-def link(text: str, url: str | None) -> str:
-    if not url:
-        return cell(text)
-    safe_url = url.replace(")", "%29").replace(" ", "%20")
-    return f"[{cell(text)}]({safe_url})"
+def _markdown(value: Any) -> str:
+    if isinstance(value, Markdown):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format(value)
+    return text(value, limit=None)
 
 
 def status_icon(status: str) -> str:
@@ -107,14 +84,14 @@ def refusal_section(refusal: Any, mode: str, started: list[str] | None = None) -
 
     ``started``: the stages this step once-marked (StateDir.started), when known; None when not.
     """
-    body = render("refusal", mode=mode, code=refusal.code, message=cell(refusal.message),
-                  exit_code=refusal.exit_code, consequence=_consequence(refusal.code, mode, started))
+    body: str = render("refusal", mode=code(mode), code=code(refusal.code), message=text(refusal.message, limit=2000),
+                  exit_code=refusal.exit_code, consequence=Markdown(_consequence(refusal.code, mode, started)))
     if refusal.field is not None:
-        rows = [("field", f"`{refusal.field}`"), ("expected", _show(refusal.expected)),
+        rows = [("field", code(refusal.field)), ("expected", _show(refusal.expected)),
                 ("actual", _show(refusal.actual))]
         body += "\n" + table(("", ""), rows)
     body += f"\n**Next step:** {next_step(refusal)}\n"
-    return body
+    return Markdown(body)
 
 
 def next_step(refusal: Any) -> str:
@@ -131,16 +108,17 @@ def next_step(refusal: Any) -> str:
 _MUTATING_MODES = frozenset({"bootstrap", "launch", "upload", "reconcile"})
 
 
-def _consequence(code: str, mode: str, started: list[str] | None = None) -> str:
+def _consequence(error_code: str, mode: str, started: list[str] | None = None) -> str:
     """What the refusal means for what was published, said truthfully per case."""
-    if code == "testops.uncertain":
+    if error_code == "testops.uncertain":
         return ("A change may or may not have reached TestOps; it is **not** re-sent automatically. "
                 "Run `mode: reconcile` with the same state directory to find out.")
     if mode in _MUTATING_MODES and started == []:
         # Every remote mutation is once-marked first: no marker from this step means nothing was sent.
         return "Nothing was published or changed by this step."
     if mode in _MUTATING_MODES and started:
-        return (f"This step started {len(started)} change(s) before the refusal ({', '.join(started[:5])}"
+        shown = ", ".join(code(stage) for stage in started[:5])
+        return (f"This step started {len(started)} change(s) before the refusal ({shown}"
                 f"{', …' if len(started) > 5 else ''}): each is recorded as a once-marker, with a done-record "
                 "once it completed, in the state directory; `mode: reconcile` reviews any left uncertain.")
     if mode in _MUTATING_MODES:
@@ -149,9 +127,11 @@ def _consequence(code: str, mode: str, started: list[str] | None = None) -> str:
     return "Nothing was published by this step."
 
 
-def _show(value: Any) -> str:
+def _show(value: Any) -> Markdown:
+    if value is None:
+        return Markdown("(none)")
     if isinstance(value, str):
-        return f"`{value}`" if value else "(empty)"
+        return code(value)
     import json
 
-    return json.dumps(value, ensure_ascii=False, sort_keys=True) if value is not None else "(none)"
+    return code(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from testops_evidence import md
 from testops_evidence.contract import Case
 from testops_evidence.evidence.cells import BoundCell, Verdict, epoch_ms
 
@@ -153,13 +154,16 @@ def _parameters(binding: Binding, bound: BoundCell | None, evidence_sha256: str)
 
 
 def _description(binding: Binding, case: Case, bound: BoundCell | None) -> str:
-    profile = ", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items()))
+    # Markdown (Allure and TestOps render it): every value from a contract, a run or a worker goes through md.
+    profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items())))
     lines = [
-        f"Campaign **{binding.campaign}**, case `{case.key}` ({case.lane} lane), profile {profile}.",
-        f"Evaluated commit `{binding.head_sha}` in run {binding.run_url}.",
+        f"Campaign **{md.text(binding.campaign)}**, case {md.code(case.key)} ({md.text(case.lane)} lane), "
+        f"profile {profile}.",
+        f"Evaluated commit {md.code(binding.head_sha)} in run {md.link(md.code(binding.run_url), binding.run_url)}.",
     ]
     if bound is not None:
-        lines.append(f"Attempt `{bound.cell.attempt_id}` ({bound.cell.origin}, cell sha256 `{bound.cell.sha256}`).")
+        lines.append(f"Attempt {md.code(bound.cell.attempt_id)} ({md.text(bound.cell.origin)}, cell sha256 "
+                     f"{md.code(bound.cell.sha256)}).")
         if bound.superseded:
             lines.append(f"{len(bound.superseded)} earlier attempt(s) superseded; see the evidence attachment.")
     if binding.local:

@@ -197,7 +197,7 @@ def _plan_action(change: PlanChange, dry_run: bool) -> str:
 
 def _headline(cases: list[CaseChange], plan: PlanChange, plan_id: int | None, dry_run: bool) -> str:
     changed = sum(c.changed for c in cases)
-    plan_text = f"plan {plan_id}" if plan_id is not None else f"plan {plan.name!r}"
+    plan_text = f"plan {plan_id}" if plan_id is not None else f"plan {summary.code(plan.name)}"
     if dry_run:
         return (f"🔎 Dry run: bootstrap would update {changed} of {len(cases)} test cases and "
                 f"{_plan_action(plan, True).replace('would ', '')} {plan_text}; nothing was changed.")
@@ -212,9 +212,10 @@ def _summary(cases: list[CaseChange], plan: PlanChange, plan_id: int | None, dry
     for change in cases:
         action = _case_action(change, dry_run)
         if not change.patch:
-            rows.append((change.key, change.case_id, "—", "—", "—", action))
+            rows.append((summary.code(change.key), change.case_id, "—", "—", "—", action))
         for name, value in sorted(change.patch.items()):
-            rows.append((change.key, change.case_id, name, change.before.get(name), value, action))
+            rows.append((summary.code(change.key), change.case_id, summary.code(name), change.before.get(name), value,
+                         action))
     plan_rows: list[tuple[Any, ...]] = [
         ("id", plan.plan_id, plan_id),
         ("name", plan.before_name, plan.name),

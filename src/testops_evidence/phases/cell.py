@@ -117,6 +117,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     write_once(target, canonical_json(document), mode=0o644)  # not secret; uploaded by another step
     checks = [(summary.status_icon("passed" if c["passed"] else "failed"), c["id"], case.checks[c["id"]],
                c.get("message") or "") for c in document["checks"]]
-    headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of `{key}` to `{out}`: "
+    headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of {summary.code(key)} to "
+                f"{summary.code(out)}: "
                 f"{cell.disposition.replace('_', ' ')} ({len(inputs)} report file(s)).")
     return PhaseResult(headline=headline, summary=summary.table(("", "check", "kind", "note"), checks))

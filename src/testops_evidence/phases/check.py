@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.summary import table
+from testops_evidence.summary import code, join, table, text
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
@@ -37,9 +37,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
               [(lane, lanes.get(lane, 0), parallel) for lane, parallel in sorted(contract.lanes.items())]),
         "\n### Cases\n",
         table(("key", "TestOps id", "lane", "timeout", "checks", "credentials"),
-              [(c.key, c.testops_id, c.lane, f"{c.timeout_minutes} min", len(c.checks),
-                ", ".join(c.credentials) or "—") for c in contract.cases]),
+              [(code(c.key), c.testops_id, c.lane, f"{c.timeout_minutes} min", len(c.checks),
+                join((code(name) for name in c.credentials), ", ") or "—") for c in contract.cases]),
     ]
-    headline = (f"✅ Contract **{contract.campaign}** is valid: {len(contract.cases)} cases "
-                f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), backend `{backend}`.")
+    headline = (f"✅ Contract **{text(contract.campaign)}** is valid: {len(contract.cases)} cases "
+                f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), backend {code(backend)}.")
     return PhaseResult(headline=headline, summary="\n".join(lines), outputs={})

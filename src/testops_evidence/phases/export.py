@@ -207,9 +207,9 @@ def _write_results(
 def _headline(counts: dict[str, int], results_dir: Path) -> str:
     total = counts["total"]
     if counts["passed"] == total:
-        return f"✅ Exported {total} results to `{results_dir}`: all passed."
+        return f"✅ Exported {total} results to {summary.code(results_dir)}: all passed."
     parts = [f"{counts[s]} {s}" for s in ("passed", "failed", "broken") if counts[s]]
-    return f"❌ Exported {total} results to `{results_dir}`: {', '.join(parts)}."
+    return f"❌ Exported {total} results to {summary.code(results_dir)}: {', '.join(parts)}."
 
 
 def _summary(
@@ -223,20 +223,22 @@ def _summary(
 ) -> str:
     parts = [
         summary.table(("", ""), [
-            ("selection", f"`{selection.path}`"),
-            ("selection sha256", f"`{selection.digest}`" + ("" if digest_given else
-                                                           " (computed here: no `selection-sha256` was given)")),
-            ("results directory", f"`{results_dir}`"),
-            ("receipt", f"`{receipt_path}`"),
+            ("selection", summary.code(selection.path)),
+            ("selection sha256", summary.Markdown(summary.code(selection.digest) + (
+                "" if digest_given else " (computed here: no `selection-sha256` was given)"))),
+            ("results directory", summary.code(results_dir)),
+            ("receipt", summary.code(receipt_path)),
         ]),
         "\n### Results\n",
         summary.table(("", "case", "title", "status", "attempt", "why"), [
-            (summary.status_icon(row["status"]), row["key"], row["title"], row["status"],
-             row["attempt-id"] or "—", verdicts[row["key"]].message or "every check passed")
+            (summary.status_icon(row["status"]), summary.code(row["key"]), row["title"], row["status"],
+             summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
+             verdicts[row["key"]].message or "every check passed")
             for row in rows
         ]),
     ]
-    superseded = [(key, b.cell.attempt_id, ", ".join(c.attempt_id for c in b.superseded))
+    superseded = [(summary.code(key), summary.code(b.cell.attempt_id),
+                   summary.join((summary.code(c.attempt_id) for c in b.superseded), ", "))
                   for key, b in sorted(bound.items()) if b.superseded]
     if superseded:
         parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",

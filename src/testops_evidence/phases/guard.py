@@ -65,9 +65,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     checks = cross_checks(ctx.env, event, run_object) + trust_checks(contract.trust, context)
     failed = [check for check in checks if not check.ok]
     if failed:
-        headline = (f"⛔ Run {context.run_id} of `{summary.cell(context.repository)}` was **not admitted**: "
+        headline = (f"⛔ Run {context.run_id} of {summary.code(context.repository)} was **not admitted**: "
                     f"{len(failed)} of {len(checks)} bindings failed.")
-        ctx.runtime.summary(summary.render("phase", mode=ctx.mode, headline=headline) + _bindings(checks) + "\n")
+        ctx.runtime.summary(summary.render("phase", mode=summary.code(ctx.mode), headline=summary.Markdown(headline))
+                            + _bindings(checks) + "\n")
         raise failed[0].refusal()
 
     operation, target_sha = dispatch_request(event, context.head_sha)
@@ -75,9 +76,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     outputs = _outputs(operation, target_sha, context)
     _write_receipt(ctx, _receipt(contract, backend, operation, target_sha, context, run_object, checks))
     headline = (f"✅ Run {summary.link(f'#{context.run_number}', context.run_url)} (attempt {context.run_attempt}) "
-                f"of `{summary.cell(context.repository)}` is admitted: `{summary.cell(context.event)}` on "
-                f"`{summary.cell(context.workflow_ref)}` at `{context.head_sha[:12]}`; operation "
-                f"**{operation}** on `{target_sha[:12]}`.")
+                f"of {summary.code(context.repository)} is admitted: {summary.code(context.event)} on "
+                f"{summary.code(context.workflow_ref)} at {summary.code(context.head_sha[:12])}; operation "
+                f"**{summary.text(operation)}** on {summary.code(target_sha[:12])}.")
     body = _bindings(checks) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
     return PhaseResult(headline=headline, outputs=outputs, summary=body)
 
@@ -193,8 +194,8 @@ def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
     outputs = {"operation": operation, "target-sha": target_sha, "workflow-id": "", "run-url": "",
                "run-attempt": context.run_attempt}
     _write_receipt(ctx, _receipt(contract, "files", operation, target_sha, context, None, []))
-    headline = (f"🧪 Local rehearsal context for `{summary.cell(context.repository)}` at "
-                f"`{context.head_sha[:12]}`: evidence made from it can never be published to TestOps.")
+    headline = (f"🧪 Local rehearsal context for {summary.code(context.repository)} at "
+                f"{summary.code(context.head_sha[:12])}: evidence made from it can never be published to TestOps.")
     notes = ["> [!NOTE]\n> This is a rehearsal: no GitHub run exists, so the trust policy was not evaluated "
              "and `workflow-id` and `run-url` are empty.\n"]
     if backend == "testops":

@@ -74,7 +74,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         transaction = _commit(ctx, contract, ledger_path, outcomes)
     except Refusal as refusal:
         if progress.run is not None:
-            ctx.runtime.summary(summary.render("phase", mode=ctx.mode, headline=_refused_headline(
+            ctx.runtime.summary(summary.render("phase", mode=summary.code(ctx.mode), headline=_refused_headline(
                 progress, refusal, ledger_path)) + _body(progress, ledger_path, None) + "\n")
         raise
     assert progress.run is not None
@@ -82,12 +82,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
     duplicates = sum(o.status == DUPLICATE for o in outcomes)
     _write_receipt(ctx, progress, ledger_path, transaction)
     source = summary.link(f"#{progress.run.run_id}", progress.run.html_url or None)
-    headline = (f"✅ Imported **{imported}** cells from run {source} of `{summary.cell(progress.run.repository)}` into "
-                f"`{summary.cell(str(ledger_path))}`" + (f"; {duplicates} already recorded (no change)." if duplicates
+    headline = (f"✅ Imported **{imported}** cells from run {source} of {summary.code(progress.run.repository)} into "
+                f"{summary.code(ledger_path)}" + (f"; {duplicates} already recorded (no change)." if duplicates
                                                          else "."))
     if imported == 0:
         headline = (f"✅ Nothing new: all {duplicates} cells from run {source} are already in "
-                    f"`{summary.cell(str(ledger_path))}`; the ledger is unchanged.")
+                    f"{summary.code(ledger_path)}; the ledger is unchanged.")
     return PhaseResult(headline=headline, summary=_body(progress, ledger_path, transaction),
                        outputs={"imported-count": imported, "duplicate-count": duplicates,
                                 "ledger-path": str(ledger_path)})
@@ -227,13 +227,13 @@ def _write_receipt(ctx: PhaseContext, progress: Progress, path: Path,
 
 # --- summary ---------------------------------------------------------------------------------------------
 
-def _refused_headline(progress: Progress, refusal: Refusal, path: Path) -> str:
+def _refused_headline(progress: Progress, refusal: Refusal, path: Path) -> summary.Markdown:
     assert progress.run is not None
     refused = [o for o in progress.outcomes or [] if o.status == REFUSED]
     what = (f"{len(refused)} of {len(progress.outcomes or [])} cells refused" if refused
-            else f"`{refusal.code}`")
-    return (f"⛔ Import from run {summary.link(f'#{progress.run.run_id}', progress.run.html_url or None)} refused "
-            f"({what}); `{summary.cell(str(path))}` is unchanged.")
+            else summary.code(refusal.code))
+    return summary.Markdown(f"⛔ Import from run {summary.link(f'#{progress.run.run_id}', progress.run.html_url or None)} refused "
+            f"({what}); {summary.code(path)} is unchanged.")
 
 
 def _body(progress: Progress, path: Path, transaction: ledgers.Transaction[list[CellOutcome]] | None) -> str:
@@ -256,17 +256,21 @@ def _body(progress: Progress, path: Path, transaction: ledgers.Transaction[list[
         icons = {IMPORTED: "✅", DUPLICATE: "🔁", REFUSED: "⛔", READY: "⏸️"}
         rows = []
         for o in progress.outcomes:
-            reason = f"`{o.refusal.code}`: {o.refusal.message}" if o.refusal is not None else ""
-            if o.refusal is not None and o.refusal.field is not None:
-                reason += f" ({o.refusal.field}: expected {o.refusal.expected!r}, actual {o.refusal.actual!r})"
-            rows.append((f"{icons[o.status]} {o.status}", o.execution_id, o.cell.case if o.cell else None,
+            reason = None
+            if o.refusal is not None:
+                detail = o.refusal.message
+                if o.refusal.field is not None:
+                    detail += f" ({o.refusal.field}: expected {o.refusal.expected!r}, actual {o.refusal.actual!r})"
+                reason = summary.Markdown(f"{summary.code(o.refusal.code)}: {summary.text(detail)}")
+            rows.append((f"{icons[o.status]} {o.status}", summary.code(o.execution_id),
+                         summary.code(o.cell.case) if o.cell else None,
                          o.cell.ordinal if o.cell else None, o.cell.disposition if o.cell else None,
-                         o.artifact.name, reason or None))
+                         summary.code(o.artifact.name), reason))
         parts += ["\n### Cells\n\n", summary.table(
             ("outcome", "execution", "case", "ordinal", "disposition", "artifact", "reason"), rows)]
     if transaction is not None:
         parts += ["\n### Ledger\n\n", summary.table(("field", "value"), [
-            ("path", str(path)),
+            ("path", summary.code(path)),
             ("written", transaction.changed),
             ("sha256 before", transaction.sha256_before or "(new ledger)"),
             ("sha256 after", transaction.sha256_after),

@@ -82,6 +82,6 @@ def run(ctx: PhaseContext) -> PhaseResult:
         })
     table = summary.table(("", ""), [("launch", summary.link(f"{name} (#{launch_id})", url)),
                                      ("plan", plan_id), ("project", client.project_id)])
-    return PhaseResult(headline=f"🚀 TestOps launch **{summary.cell(name)}** started from plan {plan_id}.",
+    return PhaseResult(headline=f"🚀 TestOps launch **{summary.text(name)}** started from plan {plan_id}.",
                        outputs={"launch-id": launch_id, "launch-url": url},
                        summary=table + "\nTestOps now runs the plan's jobs; their runs bind to this launch.\n")

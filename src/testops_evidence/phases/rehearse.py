@@ -265,7 +265,7 @@ def _allure_command(cwd: Path) -> list[str] | None:
 def _report(ctx: PhaseContext, mode: str, published: Path, run_dir: Path, counts: dict[str, int]) -> str:
     """Generate the Allure Report from the published results; its statistics must equal the receipt's."""
     if mode == "never":
-        return "not generated (`--report never`)"
+        return summary.Markdown("not generated (`--report never`)")
     empty = run_dir / ".allure-cwd"  # an empty cwd, so no allurerc.* of the user's is picked up
     empty.mkdir()
     command = _allure_command(empty)
@@ -293,13 +293,14 @@ def _report(ctx: PhaseContext, mode: str, published: Path, run_dir: Path, counts
     _agree("Allure Report statistics", counts, shown)
     figures = ", ".join(f"{count} {status}" for status, count in shown.items())
     ctx.runtime.log(f"\n━━━ Allure Report ━━━  {out / 'index.html'}: {figures} — equal to the receipt")
-    return f"`{out / 'index.html'}` (statistics equal to the receipt)"
+    return summary.Markdown(f"{summary.code(out / 'index.html')} (statistics equal to the receipt)")
 
 
 def _stopped(rehearsal: Rehearsal, step: Step) -> PhaseResult:
     return PhaseResult(
-        headline=f"⛔ The rehearsal stopped at `{step.mode}` (exit {step.exit_code}): it did not behave as designed.",
-        summary=_steps_table(rehearsal) + f"\nThe refusal is in `{step.summary_path}`.\n",
+        headline=f"⛔ The rehearsal stopped at {summary.code(step.mode)} (exit {step.exit_code}): it did not behave "
+                 "as designed.",
+        summary=_steps_table(rehearsal) + f"\nThe refusal is in {summary.code(step.summary_path)}.\n",
         exit_code=step.exit_code if step.exit_code != EXIT_OK else EXIT_CASES_FAILED)
 
 
@@ -308,13 +309,13 @@ def _steps_table(rehearsal: Rehearsal) -> str:
     main = [step for step in rehearsal.steps if step.mode != "cell"]
     rows: list[tuple[Any, ...]] = [
         (index, step.mode, step.exit_code,
-         meaning.get(step.exit_code, "refused") if step.ok else "⛔ not as designed", step.headline,
-         f"`{step.summary_path.name}`")
+         meaning.get(step.exit_code, "refused") if step.ok else "⛔ not as designed", summary.Markdown(step.headline),
+         summary.code(step.summary_path.name))
         for index, step in enumerate(main, start=1)]
     cells = [s for s in rehearsal.steps if s.mode == "cell"]
     if cells:
         rows.append(("", "cell", "0" if all(s.ok for s in cells) else "⛔", "one per harness case",
-                     f"{len(cells)} cell result(s) written", "`cells/`"))
+                     f"{len(cells)} cell result(s) written", summary.code("cells/")))
     return summary.table(("#", "step", "exit", "meaning", "headline", "summary"), rows)
 
 
@@ -324,16 +325,16 @@ def _finished(rehearsal: Rehearsal, contract_path: Path, counts: dict[str, int],
     total = sum(counts.values())
     shown = ", ".join(f"{summary.status_icon(s)} {n} {s}" for s, n in counts.items() if n)
     where = summary.table(("", ""), [
-        ("rehearsal directory", f"`{run_dir}`"),
-        ("selection", f"`{run_dir / 'selection.json'}`"),
-        ("cell results", f"`{run_dir / 'cell-results'}`"),
-        ("allure-results (export)", f"`{results_dir}`"),
-        ("export receipt", f"`{results_dir}-receipt.json`"),
-        ("published (files backend)", f"`{published}`"),
-        ("state (receipts, once-markers)", f"`{run_dir / 'state'}`"),
-        ("step summaries", f"`{run_dir / 'summaries'}`"),
+        ("rehearsal directory", summary.code(run_dir)),
+        ("selection", summary.code(run_dir / 'selection.json')),
+        ("cell results", summary.code(run_dir / 'cell-results')),
+        ("allure-results (export)", summary.code(results_dir)),
+        ("export receipt", summary.code(f"{results_dir}-receipt.json")),
+        ("published (files backend)", summary.code(published)),
+        ("state (receipts, once-markers)", summary.code(run_dir / 'state')),
+        ("step summaries", summary.code(run_dir / 'summaries')),
         ("Allure Report", report),
     ])
-    headline = (f"✅ The rehearsal of `{contract_path.name}` behaved as designed: {total} cases ({shown}) exported, "
+    headline = (f"✅ The rehearsal of {summary.code(contract_path.name)} behaved as designed: {total} cases ({shown}) exported, "
                 "published and verified on the files backend.")
     return PhaseResult(headline=headline, summary=_steps_table(rehearsal) + "\n" + where, exit_code=EXIT_OK)

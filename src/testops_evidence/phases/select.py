@@ -206,8 +206,8 @@ def _select_files(ctx: PhaseContext, contract: Contract, narrowed: bool) -> Outc
     if plan_path is not None:
         rows = read_standing_plan(plan_path)
         cases = match_rows(rows, contract, where="standing-plan")
-        return Outcome(cases, "standing-plan", f"the standing plan `{plan_path}`",
-                       f"the standing plan `{plan_path}` lists {len(cases)} of the contract's "
+        return Outcome(cases, "standing-plan", f"the standing plan {summary.code(plan_path)}",
+                       f"the standing plan {summary.code(plan_path)} lists {len(cases)} of the contract's "
                        f"{len(contract.cases)} cases, each matching a contract case on id and selector",
                        planned=len(rows))
     why = ("no standing plan was given, so `cases` chooses from the whole contract" if narrowed else
@@ -313,17 +313,17 @@ def _manual_rows(contract: Contract, plan_path: Path | None) -> tuple[tuple[Plan
     assert config is not None
     policy = config.standing_plan
     if plan_path is not None:
-        return (read_standing_plan(plan_path), f"the standing plan `{plan_path}`",
-                f"a manual run (no TestOps launch): the standing plan `{plan_path}` decides, as the contract's "
-                f"`standing-plan: {policy}` allows")
+        return (read_standing_plan(plan_path), f"the standing plan {summary.code(plan_path)}",
+                f"a manual run (no TestOps launch): the standing plan {summary.code(plan_path)} decides, as the contract's "
+                f"{summary.code(f'standing-plan: {policy}')} allows")
     if policy == "plan-file":
         raise Refusal("input.standing-plan", "the contract's standing-plan is plan-file, so a manual run needs the "
                       "standing-plan input", field="standing-plan", expected="a testplan.json", actual=None)
     if policy == "bootstrap":
         boot = contract.case(config.bootstrap_case or "")
-        return (rows_for_cases([boot]), f"the contract's bootstrap standing plan (`{boot.key}`)",
+        return (rows_for_cases([boot]), f"the contract's bootstrap standing plan ({summary.code(boot.key)})",
                 f"a manual run (no TestOps launch): the contract says `standing-plan: bootstrap`, which selects "
-                f"only the bootstrap case `{boot.key}`")
+                f"only the bootstrap case {summary.code(boot.key)}")
     return (rows_for_cases(contract.cases), "the contract's standing plan (all cases)",
             "a manual run (no TestOps launch): the contract says `standing-plan: all`, which selects every case")
 
@@ -503,8 +503,9 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         parts.append(f"\n### {name.capitalize()} lane: {lane.case_count} case(s) in {lane.jobs} job(s)\n\n")
         members = [case for case in outcome.cases if case.lane == name]
         parts.append(summary.table(("key", "TestOps id", "title", "timeout", "credentials"),
-                                   [(c.key, c.testops_id, c.title, f"{c.timeout_minutes} min",
-                                     ", ".join(c.credentials) or "—") for c in members], limit=SUMMARY_ROWS))
+                                   [(summary.code(c.key), c.testops_id, c.title, f"{c.timeout_minutes} min",
+                                     summary.join((summary.code(n) for n in c.credentials), ", ") or "—")
+                                    for c in members], limit=SUMMARY_ROWS))
         long_shards = lane.over_hosted_limit()
         if long_shards:
             parts.append(f"\n> [!WARNING]\n> {len(long_shards)} shard(s) of this lane add up to more than "
@@ -513,14 +514,14 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
     chosen = {c.key for c in outcome.cases}
     left_out = [case.key for case in contract.cases if case.key not in chosen]
     if left_out:
-        shown = ", ".join(f"`{key}`" for key in left_out[:50])
+        shown = ", ".join(summary.code(key) for key in left_out[:50])
         more = f" and {len(left_out) - 50} more" if len(left_out) > 50 else ""
         parts.append(f"\n**Not selected ({len(left_out)}):** {shown}{more}.\n")
     total = sum(size.budgeted for size in sizes)
     parts.append("\n### Files and outputs\n\n")
-    rows: list[Sequence[Any]] = [("selection", f"`{path}`", f"`{digest}`")]
+    rows: list[Sequence[Any]] = [("selection", summary.code(path), summary.code(digest))]
     if catalog_target is not None:
-        rows.append(("filtered catalog", f"`{catalog_target}`", "keeps only the selected cases"))
+        rows.append(("filtered catalog", summary.code(catalog_target), "keeps only the selected cases"))
     rows.append(("outputs", f"{total:,} of {SELECT_OUTPUT_BUDGET:,} bytes",
                  "largest: " + ", ".join(f"{s.name} {s.budgeted:,}" for s in
                                          sorted(sizes, key=lambda s: -s.budgeted)[:3])))

@@ -97,14 +97,14 @@ def _outputs(publication: dict[str, Any]) -> dict[str, Any]:
 def _publication_table(publication: dict[str, Any]) -> str:
     rows: list[tuple[str, Any]] = [("backend", publication["backend"]),
                                    ("results", publication["uploaded-count"]),
-                                   ("export receipt sha256", f"`{publication['receipt-sha256']}`")]
+                                   ("export receipt sha256", summary.code(publication['receipt-sha256']))]
     if publication["backend"] == "files":
-        rows.append(("published to", f"`{publication['destination']}`"))
+        rows.append(("published to", summary.code(publication['destination'])))
     else:
         rows += [("launch", summary.link(f"#{publication['launch-id']}", publication["launch-url"])),
                  ("job run", f"#{publication['job-run-id']}"), ("upload session", f"#{publication['session-id']}"),
                  ("result chunks", publication["chunks"]),
-                 ("evidence bundle", ", ".join(f"`{p['name']}`" for p in publication["evidence"])),
+                 ("evidence bundle", summary.join((summary.code(p["name"]) for p in publication["evidence"]), ", ")),
                  ("requests", publication["requests"])]
     counts = publication["counts"]
     rows.append(("statuses", ", ".join(f"{summary.status_icon(s)} {counts[s]} {s}"
@@ -124,7 +124,7 @@ def _upload_files(ctx: PhaseContext, receipt: Receipt, results_dir: Path) -> Pha
                    "launch-url": destination.as_uri()}
     ctx.state.write_receipt(PUBLICATION, publication)
     return PhaseResult(headline=f"✅ Published {len(receipt.results)} results ({copied} files, every digest checked) "
-                       f"to `{destination}`.", outputs=_outputs(publication), summary=_publication_table(publication))
+                       f"to {summary.code(destination)}.", outputs=_outputs(publication), summary=_publication_table(publication))
 
 
 # --- TestOps -------------------------------------------------------------------------------------------

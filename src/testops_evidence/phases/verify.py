@@ -69,14 +69,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
     headline = (f"✅ Verified {verified} published results ({statuses}); every case passed." if all_passed else
                 f"❌ Verified {verified} published results ({statuses}): the publication is complete, but not every "
                 "case passed.")
-    rows = [("backend", backend), ("verified", verified), ("export receipt sha256", f"`{receipt.sha256}`"),
+    rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
             *((name, value) for name, value in facts.items() if not isinstance(value, dict | list))]
-    body = summary.table(("", ""), rows)
+    body: str = summary.table(("", ""), rows)
     not_passed = [r for r in receipt.results if r["status"] != "passed"]
     if not_passed:
         body += "\n### Cases that did not pass (published as such)\n\n" + summary.table(
             ("", "case", "status", "reason"),
-            [(summary.status_icon(r["status"]), r["key"], r["status"], r["reason"]) for r in not_passed])
+            [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed},
                        summary=body, exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED)
 
@@ -139,7 +139,7 @@ def _verify_files(receipt: Receipt, publication: Mapping[str, Any]) -> dict[str,
             if want != got:
                 raise Refusal("verify.mismatch", f"the published result of {row['key']} has another {field}",
                               field=f"{row['key']}/{field}", expected=want, actual=got)
-    return {"published to": f"`{destination}`", "files checked": len(expected)}
+    return {"published to": summary.code(destination), "files checked": len(expected)}
 
 
 # --- TestOps -------------------------------------------------------------------------------------------

@@ -76,23 +76,23 @@ def _result(path: str, digest: str, document: Any, cases: list[dict[str, Any]], 
         lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
     testops = document["testops"]
     rows = [
-        ("selection", f"`{path}`"),
-        ("sha256", f"`{digest}`"),
+        ("selection", summary.code(path)),
+        ("sha256", summary.code(digest)),
         ("source", str(document["source"])),
         ("backend", str(document["backend"])),
         ("run", summary.link(f"{live['repository']} #{live['run-id']} (attempt {live['run-attempt']})",
                              live["run-url"])),
-        ("commit", f"`{live['head-sha']}`"),
+        ("commit", summary.code(live['head-sha'])),
     ]
     if testops is not None:
         rows.append(("TestOps job run", summary.link(f"#{testops['job-run-id']}",
                                                      f"{testops['endpoint']}/jobrun/{testops['job-run-id']}")))
         rows.append(("TestOps launch", summary.link(f"#{testops['launch-id']}",
                                                     f"{testops['endpoint']}/launch/{testops['launch-id']}")))
-    body = summary.table(("", ""), rows)
+    body: str = summary.table(("", ""), rows)
     body += "\n" + summary.table(("lane", "cases"), sorted(lanes.items()))
     count = len(cases)
     headline = (f"✅ The selection is intact and bound to this run: {count} case(s) "
                 f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), contract "
-                f"**{campaign}**{', full plan' if document['full-plan'] else ''}.")
+                f"**{summary.text(campaign)}**{', full plan' if document['full-plan'] else ''}.")
     return PhaseResult(headline=headline, outputs={"selected-count": count}, summary=body)
