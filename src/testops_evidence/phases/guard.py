@@ -277,4 +277,5 @@ def _context_table(context: RunContext) -> str:
 
 
 def _outputs_table(outputs: Mapping[str, Any]) -> str:
-    return "\n### Outputs\n\n" + summary.table(("output", "value"), [(k, v) for k, v in outputs.items()])
+    return "\n### Outputs\n\n" + summary.table(("output", "value"), [
+        (summary.code(k), summary.code(v) if isinstance(v, str) and v else v) for k, v in outputs.items()])
