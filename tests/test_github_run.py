@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from helpers import FakeClock
 from servers.github_server import REMOVE, GitHubServer
-from testops_evidence.actions import Runtime
 from testops_evidence.context import RunContext, admit_backend
 from testops_evidence.errors import Refusal
 from testops_evidence.github_run import (
@@ -33,9 +32,6 @@ from testops_evidence.github_run import (
     rest_context,
     run_from_json,
 )
-from testops_evidence.runner import PhaseContext
-from testops_evidence.safeio import StateDir
-from testops_evidence.settings import Settings
 
 TOKEN = "ghs_SENTINEL_h1_github_run_0123456789abcdef"
 REPO = "acme/agents"
@@ -341,27 +337,18 @@ def test_next_link_finds_the_next_page() -> None:
 # --- live_context and the backend rule ---------------------------------------------------------------------------------
 
 
-def phase_context(tmp_path: Path, env: dict[str, str], mode: str = "select") -> PhaseContext:
-    contract = tmp_path / "contract.json"
-    contract.write_text(json.dumps({
-        "version": 1, "campaign": "c", "profile": {"id": "p"}, "lanes": {"native": {}},
-        "trust": {"repository": REPO, "events": ["workflow_dispatch"], "branches": ["main"],
-                  "workflows": [".github/workflows/agent-evals.yml"]},
-        "cases": [{"key": "k", "full-name": "a/k", "title": "K", "lane": "native", "checks": {"c": "behavior"}}],
-    }))
-    env = {**env, "INPUT_CONTRACT": str(contract)}
-    return PhaseContext(mode=mode, settings=Settings.resolve(mode, {}, env), runtime=Runtime(env, stdout=io.StringIO()),
-                        env=env, state=StateDir(tmp_path / "state"))
+def live(env: dict[str, str], token: str | None = None) -> RunContext:
+    return live_context(env, token=token, trust_repository=REPO, trust_workflows=[".github/workflows/agent-evals.yml"])
 
 
 def test_live_context_inside_actions_is_the_rest_checked_context(gh: GitHubServer, tmp_path: Path) -> None:
     env, _ = runner_env(gh, tmp_path)
-    context = live_context(phase_context(tmp_path, {**env, "GITHUB_TOKEN": TOKEN}))
+    context = live(env, TOKEN)
     assert (context.source, context.run_attempt, context.repository_private) == ("rest", 2, True)
 
 
 def test_live_context_outside_actions_is_a_local_context_that_testops_refuses(tmp_path: Path) -> None:
-    context = live_context(phase_context(tmp_path, {"GITHUB_WORKSPACE": str(tmp_path)}))
+    context = live({"GITHUB_WORKSPACE": str(tmp_path)})
     assert (context.local, context.source, context.repository) == (True, "local", REPO)
     admit_backend(context, "files")
     caught = refusal(lambda: admit_backend(context, "testops"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from urllib3 import BaseHTTPResponse
     from urllib3.util.retry import Retry
 
-    from testops_evidence.runner import PhaseContext
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_ARTIFACTS = 5000  # GitHub keeps at most a few hundred per run; more means a broken or hostile server
@@ -68,11 +67,11 @@ DEFAULT_POLICY = RequestPolicy()
 _POLICY_TUNING = {"TESTOPS_EVIDENCE_GITHUB_TIMEOUT": ("timeout", 1), "TESTOPS_EVIDENCE_GITHUB_RETRIES": ("retries", 0)}
 
 
-def request_policy(ctx: PhaseContext) -> RequestPolicy:
-    """The policy a phase uses: the phase's sleep, and the tuning variables of its environment."""
-    values: dict[str, Any] = {"sleep": ctx.sleep}
+def request_policy(env: Mapping[str, str], sleep: Callable[[float], None] = time.sleep) -> RequestPolicy:
+    """The policy a phase uses: its sleep, and the tuning variables of its environment."""
+    values: dict[str, Any] = {"sleep": sleep}
     for variable, (option, minimum) in _POLICY_TUNING.items():
-        raw = (ctx.env.get(variable) or "").strip()
+        raw = (env.get(variable) or "").strip()
         if not raw:
             continue
         if not raw.isdigit() or int(raw) < minimum or int(raw) > 3600:
@@ -632,28 +631,25 @@ def rest_context(env: Mapping[str, str], event: Mapping[str, Any], run: RunObjec
     return context_from_run(env, run)
 
 
-def live_context(ctx: PhaseContext, *, policy: RequestPolicy | None = None) -> RunContext:
-    """The context a token phase binds to: REST-checked inside Actions, a local rehearsal context outside.
+def live_context(env: Mapping[str, str], *, token: str | None, trust_repository: str,
+                 trust_workflows: Sequence[str], local: bool = False,
+                 policy: RequestPolicy = DEFAULT_POLICY) -> RunContext:
+    """The context a token phase binds to: REST-checked inside Actions, a local rehearsal context outside
+    (``GITHUB_ACTIONS`` is not ``true``) or when ``local`` (guard's input) asks for one.
 
-    ``local`` is a guard input; for other phases, "outside Actions" (GITHUB_ACTIONS != "true") means
-    local. Token phases should follow this with ``context.admit_backend(context, ctx.backend())``.
+    Token phases should follow this with ``context.admit_backend(context, backend)``.
     """
-    local = (ctx.mode == "guard" and ctx.settings.boolean("local")) or ctx.env.get("GITHUB_ACTIONS") != "true"
-    if local:
-        contract = ctx.contract()
-        return rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
-    token = require_token(ctx)
-    event = read_event(ctx.env)
-    env_ctx = env_context(ctx.env)
-    run = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
-                    policy=policy or request_policy(ctx))
-    return rest_context(ctx.env, event, run)
+    if local or env.get("GITHUB_ACTIONS") != "true":
+        return rehearsal_context(env, trust_repository, trust_workflows)
+    token = require_token(token)
+    event = read_event(env)
+    env_ctx = env_context(env)
+    run = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id, policy=policy)
+    return rest_context(env, event, run)
 
 
-def require_token(ctx: PhaseContext) -> str:
-    token = ctx.github_token()
+def require_token(token: str | None) -> str:
     if not token:
         raise input_error("github-token", "a GitHub token is needed to read the run from the REST API "
                           "(input github-token, default ${{ github.token }}; or GITHUB_TOKEN)")
     return token
-

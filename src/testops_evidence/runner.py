@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    from testops_evidence.backends import Backend
     from testops_evidence.contract import Contract
+    from testops_evidence.testops.client import TestOpsClient
 
 
 def _new_uuid() -> str:
@@ -90,13 +92,12 @@ class PhaseContext:
         return self._contract
 
     def backend(self) -> str:
-        chosen = self.settings.string("backend")
-        if chosen is None:
-            return "testops" if self.contract().testops is not None else "files"
-        if chosen not in ("testops", "files"):
-            raise Refusal("input.backend", "backend must be testops or files", field="backend",
-                          expected="testops | files", actual=chosen)
-        return chosen
+        """The backend's name: the ``backend`` input, else ``testops`` when the contract names a TestOps."""
+        from testops_evidence.backends import choose
+
+        explicit = self.settings.string("backend")
+        # The contract is read only when it decides (an explicit backend needs no contract to be named).
+        return choose(explicit, contract_names_testops=explicit is None and self.contract().testops is not None)
 
     def testops_token(self) -> str:
         token = self.settings.string("testops-token")
@@ -108,6 +109,25 @@ class PhaseContext:
 
     def github_token(self) -> str | None:
         return self.settings.string("github-token")
+
+    def testops_client(self) -> TestOpsClient:
+        """The TestOps client of this phase: the contract's ``testops`` section, the endpoint and project
+        inputs, the token, the transport tuning of the environment, and this context's clocks and log."""
+        from testops_evidence.testops.client import TestOpsClient, testops_config
+
+        config = testops_config(self.contract(), self.mode)
+        return TestOpsClient.configured(
+            config, self.testops_token(), endpoint=self.settings.string("testops-endpoint"),
+            project_id=self.settings.integer("testops-project-id", minimum=1), env=self.env, clock=self.clock,
+            monotonic=self.monotonic, sleep=self.sleep, log=self.runtime.debug, mask=self.runtime.mask)
+
+    def open_backend(self) -> Backend:
+        """The backend this phase publishes to (:mod:`backends`), with the services it may use."""
+        from testops_evidence.backends import Services, open_backend
+
+        return open_backend(self.backend(), Services(state=self.state, log=self.runtime.log,
+                                                     monotonic=self.monotonic, sleep=self.sleep,
+                                                     testops=self.testops_client))
 
 
 def worker_token_variables(env: Mapping[str, str]) -> list[str]:

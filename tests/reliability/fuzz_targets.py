@@ -64,7 +64,7 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
     FuzzTarget("testops-http-mutation", "any TestOps answer to a POST",
                "`TestOpsClient.post` over real HTTP; also proves the POST is sent once", _HTTP),
     FuzzTarget("testops-bindings", "mutated job run, job, launch, plan and plan rows recorded from the TestOps "
-               "test server", "`select.bind_job_run` → `parse_jobrun_plan` → `match_rows`", _HTTP),
+               "test server", "`testops.binding.bind_job_run` → `parse_jobrun_plan` → `match_rows`", _HTTP),
     FuzzTarget("github-http", "GitHub answers (run, artifact list, zip download) with drawn status and body",
                "PyGithub → `fetch_run`/`list_artifacts`/`download_artifact` → `rest_context`/`extract_zip`", _HTTP),
     FuzzTarget("import-intent", "the import intent file", "`remote.parse_intent` → `bind_intent`", _IMPORT),

@@ -35,7 +35,7 @@ from testops_evidence.context import env_context
 from testops_evidence.evidence.archive import extract_zip
 from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan
 from testops_evidence.github_run import RequestPolicy, download_artifact, fetch_run, list_artifacts, rest_context
-from testops_evidence.phases.select import bind_job_run
+from testops_evidence.testops.binding import bind_job_run
 from testops_evidence.testops.client import TestOpsClient
 
 TOKEN = "fuzz-testops-token-0c1d"

@@ -32,17 +32,15 @@ def test_a_github_error_whose_body_is_not_an_object_is_a_coded_refusal(route: st
                                                ("TESTOPS_EVIDENCE_GITHUB_RETRIES", "-1"),
                                                ("TESTOPS_EVIDENCE_GITHUB_RETRIES", "3601")])
 def test_github_transport_tuning_refuses_bad_values(variable: str, raw: str) -> None:
-    from types import SimpleNamespace
 
     from testops_evidence.github_run import request_policy
 
     with pytest.raises(Refusal) as caught:
-        request_policy(SimpleNamespace(env={variable: raw}, sleep=lambda _s: None))  # type: ignore[arg-type]
+        request_policy({variable: raw}, lambda _s: None)
     assert caught.value.code == "input." + variable.lower().replace("_", "-") and caught.value.exit_code == 2
 
 
 def test_github_transport_tuning_applies() -> None:
-    from types import SimpleNamespace
 
     from testops_evidence.github_run import RequestPolicy, request_policy
 
@@ -50,6 +48,6 @@ def test_github_transport_tuning_applies() -> None:
         return None
 
     env = {"TESTOPS_EVIDENCE_GITHUB_TIMEOUT": "7", "TESTOPS_EVIDENCE_GITHUB_RETRIES": "0"}
-    policy = request_policy(SimpleNamespace(env=env, sleep=sleep))  # type: ignore[arg-type]
+    policy = request_policy(env, sleep)
     assert (policy.timeout, policy.retries, policy.sleep) == (7, 0, sleep)
-    assert request_policy(SimpleNamespace(env={}, sleep=sleep)) == RequestPolicy(sleep=sleep)  # type: ignore[arg-type]
+    assert request_policy({}, sleep) == RequestPolicy(sleep=sleep)

@@ -21,7 +21,7 @@ from testops_evidence.evidence.receipt import Receipt, verified_bytes
 from testops_evidence.evidence.tree import write_new
 from testops_evidence.safeio import canonical_json, fsync_dir, parse_json_bytes
 
-CHUNK_SIZE = 100  # results per POST /upload/test-result, as Allure 3 and allurectl send them
+CHUNK_SIZE = 100  # results per upload request, as Allure 3 and allurectl send them
 BUNDLE_SCHEMA = "testops-evidence/evidence-bundle/v1"
 # Reverse proxies in front of self-hosted TestOps commonly cap bodies (nginx client_max_body_size); 8 MiB
 # parts stay under the usual settings while keeping a 10,000-result campaign to a handful of requests.

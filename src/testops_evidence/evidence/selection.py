@@ -66,11 +66,15 @@ class TestOpsBinding:
 
     @property
     def job_run_url(self) -> str:
-        return f"{self.endpoint}/jobrun/{self.job_run_id}"
+        from testops_evidence.testops.links import page_url
+
+        return page_url(self.endpoint, "jobrun", self.job_run_id)
 
     @property
     def launch_url(self) -> str:
-        return f"{self.endpoint}/launch/{self.launch_id}"
+        from testops_evidence.testops.links import page_url
+
+        return page_url(self.endpoint, "launch", self.launch_id)
 
 
 def build_selection(

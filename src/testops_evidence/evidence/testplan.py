@@ -123,7 +123,7 @@ def read_standing_plan(path: str | Path, *, limit: int = STANDING_PLAN_LIMIT) ->
 
 
 def parse_jobrun_plan(value: Any) -> tuple[PlanRow, ...]:
-    """Rows of ``GET /jobrun/{id}/plan?expected=true`` (a JSON array of ``{id, selector}``).
+    """Rows of a TestOps job run's plan (``testops.api.job_run_plan``: a JSON array of ``{id, selector}``).
 
     A response of another shape is a remote failure (``testops.response_invalid``); a row whose id or
     selector is missing or of the wrong type is kept as ``None`` so that matching refuses it as a

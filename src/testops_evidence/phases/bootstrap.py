@@ -1,7 +1,7 @@
 """``bootstrap``: make TestOps hold the contract's test cases and test plan, idempotently.
 
-Everything is read and compared first (testops/bootstrap.py), conflicts refuse before anything changes,
-then each change is once-marked, sent once, and recorded. ``dry-run`` stops after the comparison.
+Everything is read and compared first (testops/register.py, testops/bootstrap.py), conflicts refuse before
+anything changes, then each change is once-marked, sent once, and recorded. ``dry-run`` stops after the comparison.
 A second run against an unchanged TestOps makes no POST or PATCH at all.
 """
 
@@ -12,16 +12,9 @@ from typing import Any
 from testops_evidence import summary
 from testops_evidence.errors import EXIT_OK, Refusal
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.testops.bootstrap import CaseChange, PlanChange, diff_cases, diff_plan, full_name_index
-from testops_evidence.testops.client import (
-    TestOpsClient,
-    expect_mutation_id,
-    expect_mutation_object,
-    expect_object,
-    testops_config,
-)
-from testops_evidence.testops.observe import marker_detail
-from testops_evidence.testops.plans import LIST_PAGE, fetch_plan, plans_named
+from testops_evidence.testops import register
+from testops_evidence.testops.bootstrap import CaseChange, PlanChange
+from testops_evidence.testops.client import testops_config
 
 RECEIPT_SCHEMA = "testops-evidence/bootstrap-receipt/v1"
 
@@ -30,13 +23,13 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     config = testops_config(contract, ctx.mode)
     dry_run = ctx.settings.boolean("dry-run")
-    with TestOpsClient.from_context(ctx) as client:
+    with ctx.testops_client() as client:
         project_id = client.project_id
         assert project_id is not None
         with ctx.runtime.group(f"bootstrap: reading {len(contract.cases)} test cases and the plan from TestOps"):
-            case_changes = _compare_cases(ctx, client, project_id)
-            plan_change = _compare_plan(client, project_id, config.plan_id, config.plan_name,
-                                        [c.testops_id for c in contract.cases if c.testops_id is not None])
+            case_changes = register.compare_cases(client, contract.cases, project_id)
+            plan_change = register.compare_plan(client, project_id, config.plan_id, config.plan_name,
+                                                [c.testops_id for c in contract.cases if c.testops_id is not None])
             ctx.runtime.log(f"{sum(c.changed for c in case_changes)} of {len(case_changes)} test cases differ; "
                             f"plan: {_plan_action(plan_change, dry_run=True)}")
         if dry_run:
@@ -44,8 +37,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
             updated = [c.key for c in case_changes if c.changed]
         else:
             with ctx.runtime.group("bootstrap: applying the changes"):
-                updated = _apply_cases(ctx, client, case_changes)
-                plan_id = _apply_plan(ctx, client, project_id, plan_change)
+                updated = register.apply_cases(client, ctx.state, case_changes, ctx.runtime.log)
+                plan_id = register.apply_plan(client, ctx.state, project_id, plan_change, ctx.runtime.log,
+                                              lambda text: ctx.runtime.annotate("warning", text, title="bootstrap"))
         requests = client.request_count
 
     receipt = {
@@ -70,101 +64,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                        summary=_summary(case_changes, plan_change, plan_id, dry_run, requests), exit_code=EXIT_OK)
 
 
-# --- reading -----------------------------------------------------------------------------------------------
-
-
-def _compare_cases(ctx: PhaseContext, client: TestOpsClient, project_id: int) -> list[CaseChange]:
-    contract = ctx.contract()
-    listing = list(client.pages("/testcase", {"projectId": project_id}, page_size=LIST_PAGE))
-    by_id: dict[int, dict[str, Any]] = {}
-    for item in listing:
-        if isinstance(item.get("id"), int):
-            by_id[item["id"]] = item
-    remote_by_id: dict[int, dict[str, Any] | None] = {}
-    for case in contract.cases:
-        assert case.testops_id is not None
-        listed = by_id.get(case.testops_id)
-        if listed is None or "fullName" not in listed or "name" not in listed:
-            # Not listed (deleted, another project, missing) or listed without the fields we compare.
-            answer = client.get_optional(f"/testcase/{case.testops_id}")
-            listed = None if answer is None else expect_object(answer, f"test case {case.testops_id}", ("id",))
-        remote_by_id[case.testops_id] = listed
-    index = full_name_index([*listing, *(v for v in remote_by_id.values() if v is not None)], project_id)
-    return diff_cases(contract.cases, project_id, remote_by_id, index)
-
-
-def _compare_plan(client: TestOpsClient, project_id: int, plan_id: int | None, name: str,
-                  case_ids: list[int]) -> PlanChange:
-    if plan_id is None:
-        ids = plans_named(client, project_id, name)
-        if len(ids) > 1:
-            raise Refusal("bootstrap.plan_conflict", f"{len(ids)} test plans in project {project_id} are named "
-                          f"{name!r}", field="testops.plan.name", expected="at most one plan of that name",
-                          actual=ids, hint="Put the right one's id into the contract's `testops.plan.id`.")
-        if not ids:
-            return diff_plan(None, name, case_ids, project_id)
-        plan_id = ids[0]
-    return diff_plan(fetch_plan(client, plan_id), name, case_ids, project_id)
-
-
-# --- changing ----------------------------------------------------------------------------------------------
-
-
-def _apply_cases(ctx: PhaseContext, client: TestOpsClient, changes: list[CaseChange]) -> list[str]:
-    updated = []
-    for change in changes:
-        if not change.changed:
-            continue
-        stage = f"bootstrap-case-{change.case_id}"
-        path = f"/testcase/{change.case_id}"
-        patch = dict(change.patch)
-        ctx.state.once(stage, marker_detail(client, "case-update", {"method": "PATCH", "path": path, "json": patch},
-                                            case_id=change.case_id, key=change.key, before=dict(change.before),
-                                            after=patch))
-        answer = expect_mutation_object(client.patch(path, patch), f"the answer to PATCH {path}")
-        ctx.state.done(stage, {"case-id": change.case_id, "key": change.key, "fields": sorted(patch),
-                               "name": answer.get("name")})
-        ctx.runtime.log(f"updated test case {change.case_id} ({change.key}): {', '.join(sorted(patch))}")
-        updated.append(change.key)
-    return updated
-
-
-def _apply_plan(ctx: PhaseContext, client: TestOpsClient, project_id: int, change: PlanChange) -> int | None:
-    if change.create:
-        body = change.create_body(project_id)
-        stage = "bootstrap-plan-create"
-        ctx.state.once(stage, marker_detail(client, "plan-create", {"method": "POST", "path": "/testplan", "json": body},
-                                            name=change.name, case_ids=list(change.case_ids)))
-        answer = expect_mutation_object(client.post("/testplan", body), "the answer to POST /testplan", ("id",))
-        new_id = expect_mutation_id(answer["id"], "the new test plan's id")
-        ctx.state.done(stage, {"plan-id": new_id, "name": change.name})
-        ctx.runtime.log(f"created test plan {new_id} ({change.name!r}) with {len(change.case_ids)} test cases")
-        _check_count(ctx, new_id, answer, len(change.case_ids))
-        return new_id
-    plan_id = change.plan_id
-    assert plan_id is not None
-    if change.patch:
-        stage = f"bootstrap-plan-{plan_id}"
-        path = f"/testplan/{plan_id}"
-        patch = dict(change.patch)
-        ctx.state.once(stage, marker_detail(client, "plan-update", {"method": "PATCH", "path": path, "json": patch},
-                                            plan_id=plan_id, name=change.name, case_ids=list(change.case_ids),
-                                            before_name=change.before_name,
-                                            before_case_ids=list(change.before_case_ids or ())))
-        answer = expect_mutation_object(client.patch(path, patch), f"the answer to PATCH {path}")
-        ctx.state.done(stage, {"plan-id": plan_id, "fields": sorted(patch)})
-        ctx.runtime.log(f"updated test plan {plan_id}: {', '.join(sorted(patch))}")
-        _check_count(ctx, plan_id, answer, len(change.case_ids))
-    return plan_id
-
-
-def _check_count(ctx: PhaseContext, plan_id: int, answer: dict[str, Any], wanted: int) -> None:
-    count = answer.get("testCasesCount")
-    if isinstance(count, int) and count != wanted:
-        # Not a refusal here: some TestOps versions recount plans asynchronously. `select` binds the
-        # plan's size (selection.plan_binding), so a lasting difference still fails closed there.
-        ctx.runtime.annotate("warning", f"test plan {plan_id} reports {count} test cases after the change; the "
-                             f"contract has {wanted}", title="bootstrap")
+# --- receipts ----------------------------------------------------------------------------------------------
 
 
 def _write_fresh_receipt(ctx: PhaseContext, base: str, receipt: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testops_evidence import summary
+from testops_evidence.backends import backend_class
 from testops_evidence.context import (
     SHA_RE,
     BindingCheck,
@@ -55,10 +56,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
     event = read_event(ctx.env)
     env_ctx = env_context(ctx.env)
-    token = require_token(ctx)
+    token = require_token(ctx.github_token())
     with ctx.runtime.group(f"Reading run {env_ctx.run_id} of {env_ctx.repository} from {env_ctx.api_url}"):
         run_object = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
-                               policy=request_policy(ctx))
+                               policy=request_policy(ctx.env, ctx.sleep))
         ctx.runtime.log(f"run #{run_object.run_number}, attempt {run_object.run_attempt}: {run_object.event} on "
                         f"{run_object.head_branch} at {run_object.head_sha}, workflow {run_object.path}")
     context = context_from_run(ctx.env, run_object)
@@ -198,7 +199,7 @@ def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
                 f"{summary.code(context.head_sha[:12])}: evidence made from it can never be published to TestOps.")
     notes = ["> [!NOTE]\n> This is a rehearsal: no GitHub run exists, so the trust policy was not evaluated "
              "and `workflow-id` and `run-url` are empty.\n"]
-    if backend == "testops":
+    if backend_class(backend).remote:
         notes.append("> [!IMPORTANT]\n> The contract names a TestOps server, but local evidence only goes to "
                      "the **files** backend: run the later phases with `backend: files` (token phases refuse "
                      "`guard.local_context` otherwise).\n")

@@ -62,7 +62,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
     from testops_evidence import github_run
 
-    token = github_run.require_token(ctx)
+    token = github_run.require_token(ctx.github_token())
     api_url = (ctx.env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
     intent = remote.parse_intent(read_safe_path(intent_path, limit=remote.INTENT_LIMIT), contract,
                                  f"the import intent {intent_path}")
@@ -99,7 +99,7 @@ def _collect(ctx: PhaseContext, contract: Contract, policy: RemotePolicy, intent
              pattern: str, api_url: str, token: str, progress: Progress) -> list[CellOutcome]:
     from testops_evidence import github_run
 
-    request_policy = github_run.request_policy(ctx)
+    request_policy = github_run.request_policy(ctx.env, ctx.sleep)
     with ctx.runtime.group(f"import: run {run_id} of {policy.repository} from {api_url}"):
         run_object = github_run.fetch_run(api_url, token, policy.repository, run_id, policy=request_policy)
         source = remote.SourceRun(

@@ -33,7 +33,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     reconciled: list[str] = []
     uncertain: list[str] = []
     rows: list[tuple[Any, ...]] = []
-    with TestOpsClient.from_context(ctx) as client, ctx.runtime.group(f"reconcile: {len(pending)} pending mutations"):
+    with ctx.testops_client() as client, ctx.runtime.group(f"reconcile: {len(pending)} pending mutations"):
         for stage in pending:
             marker = ctx.state.read_receipt(f"once-{stage}.json")
             kind = marker.get("kind") if isinstance(marker, dict) else None

@@ -85,10 +85,12 @@ def _result(path: str, digest: str, document: Any, cases: list[dict[str, Any]], 
         ("commit", summary.code(live['head-sha'])),
     ]
     if testops is not None:
+        from testops_evidence.testops.links import page_url
+
         rows.append(("TestOps job run", summary.link(f"#{testops['job-run-id']}",
-                                                     f"{testops['endpoint']}/jobrun/{testops['job-run-id']}")))
+                                                     page_url(testops["endpoint"], "jobrun", testops["job-run-id"]))))
         rows.append(("TestOps launch", summary.link(f"#{testops['launch-id']}",
-                                                    f"{testops['endpoint']}/launch/{testops['launch-id']}")))
+                                                    page_url(testops["endpoint"], "launch", testops["launch-id"]))))
     body: str = summary.table(("", ""), rows)
     body += "\n" + summary.table(("lane", "cases"), sorted(lanes.items()))
     count = len(cases)

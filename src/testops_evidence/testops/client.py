@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     import requests
 
     from testops_evidence.contract import Contract, TestOpsConfig
-    from testops_evidence.runner import PhaseContext
 
 API_PREFIXES = ("/api", "/api/rs")
 AUTH_STYLES = ("api-token", "jwt")
@@ -290,36 +289,28 @@ class TestOpsClient:
         self._jwt_refresh_at = 0.0
         self._session: requests.Session | None = None
 
-    # --- construction from a phase ------------------------------------------------------------------
+    # --- construction from settings -----------------------------------------------------------------
     @classmethod
-    def from_context(cls, ctx: PhaseContext, **overrides: Any) -> TestOpsClient:
-        """Build the client from the contract, the ``testops-endpoint`` / ``testops-project-id`` inputs
-        (which also read ``ALLURE_ENDPOINT`` / ``ALLURE_PROJECT_ID``) and the phase's token.
+    def configured(cls, config: TestOpsConfig, token: str, *, endpoint: str | None = None,
+                   project_id: int | None = None, env: Mapping[str, str] | None = None,
+                   **options: Any) -> TestOpsClient:
+        """The client for the contract's ``testops`` section, with the ``testops-endpoint`` /
+        ``testops-project-id`` inputs (which also read ``ALLURE_ENDPOINT`` / ``ALLURE_PROJECT_ID``) in front.
 
         Operators may tune the transport with environment variables (documented in docs/testops.md):
         ``TESTOPS_EVIDENCE_CONNECT_TIMEOUT``, ``TESTOPS_EVIDENCE_READ_TIMEOUT``,
         ``TESTOPS_EVIDENCE_RATE_LIMIT``, ``TESTOPS_EVIDENCE_MAX_RETRIES``,
-        ``TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES``.
+        ``TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES``; ``options`` (clock, sleep, log, mask, ...) override them.
         """
-        config = testops_config(ctx.contract(), ctx.mode)
-        endpoint = ctx.settings.string("testops-endpoint") or config.endpoint
+        endpoint = endpoint or config.endpoint
         if not endpoint.startswith(("https://", "http://")) or any(c.isspace() for c in endpoint):
             raise Refusal("input.testops-endpoint", "the TestOps endpoint must be an http(s) URL",
                           field="testops-endpoint", expected="https://host[:port][/path]", actual=endpoint)
-        project_id = ctx.settings.integer("testops-project-id", minimum=1) or config.project_id
-        options: dict[str, Any] = {
-            "project_id": project_id,
-            "api_prefix": config.api_prefix,
-            "auth": config.auth,
-            "clock": ctx.clock,
-            "monotonic": ctx.monotonic,
-            "sleep": ctx.sleep,
-            "log": ctx.runtime.debug,
-            "mask": ctx.runtime.mask,
-        }
-        options.update(_env_tuning(ctx.env))
-        options.update(overrides)
-        return cls(endpoint, ctx.testops_token(), **options)
+        settings: dict[str, Any] = {"project_id": project_id or config.project_id, "api_prefix": config.api_prefix,
+                                    "auth": config.auth}
+        settings.update(_env_tuning(env or {}))
+        settings.update(options)
+        return cls(endpoint, token, **settings)
 
     # --- public calls --------------------------------------------------------------------------------
     def url(self, path: str) -> str:
@@ -327,7 +318,9 @@ class TestOpsClient:
 
     def web_url(self, kind: str, ident: int) -> str:
         """A page of the TestOps UI, e.g. ``web_url("launch", 7)`` -> ``<endpoint>/launch/7``."""
-        return f"{self.endpoint}/{kind}/{ident}"
+        from testops_evidence.testops.links import page_url
+
+        return page_url(self.endpoint, kind, ident)
 
     def set_deadline(self, seconds: float) -> None:
         """An overall deadline for every later call (``testops.deadline`` once it has passed)."""

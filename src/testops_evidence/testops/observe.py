@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient, expect_object
-from testops_evidence.testops.plans import plans_named
 
 DONE, ABSENT, UNKNOWN = "done", "absent", "unknown"
 REPLAYABLE_METHODS = ("POST", "PATCH")
@@ -81,11 +81,7 @@ def replayable(marker: Mapping[str, Any]) -> bool:
 
 def replay(client: TestOpsClient, marker: Mapping[str, Any]) -> Any:
     """Re-send the marker's exact request once (the caller has proved it absent and once-marked this)."""
-    request = marker["request"]
-    params = request.get("params") if isinstance(request.get("params"), Mapping) else None
-    if request["method"] == "PATCH":
-        return client.patch(request["path"], request.get("json"), params=params)
-    return client.post(request["path"], request.get("json"), params=params)
+    return api.replay(client, marker["request"])
 
 
 # --- observers ----------------------------------------------------------------------------------------------
@@ -93,10 +89,9 @@ def replay(client: TestOpsClient, marker: Mapping[str, Any]) -> Any:
 
 def _case_update(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     case_id = int(marker["case-id"])
-    remote = client.get_optional(f"/testcase/{case_id}")
+    remote = api.get_case(client, case_id)
     if remote is None:
         return Observation(UNKNOWN, f"test case {case_id} no longer exists")
-    remote = expect_object(remote, f"test case {case_id}")
     after, before = dict(marker["after"]), dict(marker["before"])
     if all(remote.get(k) == v for k, v in after.items()):
         return Observation(DONE, f"test case {case_id} has the new values", {"case-id": case_id})
@@ -107,7 +102,7 @@ def _case_update(client: TestOpsClient, marker: Mapping[str, Any]) -> Observatio
 
 def _plan_create(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     project, name = int(marker["project-id"]), str(marker["name"])
-    ids = plans_named(client, project, name)
+    ids = api.plans_named(client, project, name)
     if len(ids) == 1:
         return Observation(DONE, f"test plan {ids[0]} named {name!r} exists", {"plan-id": ids[0]})
     if not ids:
@@ -117,10 +112,9 @@ def _plan_create(client: TestOpsClient, marker: Mapping[str, Any]) -> Observatio
 
 def _plan_update(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     plan_id = int(marker["plan-id"])
-    plan = client.get_optional(f"/testplan/{plan_id}")
+    plan = api.get_plan(client, plan_id)
     if plan is None:
         return Observation(UNKNOWN, f"test plan {plan_id} no longer exists")
-    plan = expect_object(plan, f"test plan {plan_id}")
     raw_selection = plan.get("treeSelection")
     selection: Mapping[str, Any] = raw_selection if isinstance(raw_selection, dict) else {}
     leafs = sorted(set(selection.get("leafsInclude") or []))
@@ -132,15 +126,9 @@ def _plan_update(client: TestOpsClient, marker: Mapping[str, Any]) -> Observatio
     return Observation(UNKNOWN, f"test plan {plan_id} is neither as before nor as intended")
 
 
-def _rql_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _launch(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     project, name = int(marker["project-id"]), str(marker["name"])
-    found = client.pages("/launch/__search", {"projectId": project, "rql": f"name = {_rql_string(name)}"},
-                         page_size=100, max_pages=10)
-    ids = sorted({item["id"] for item in found if item.get("name") == name and isinstance(item.get("id"), int)})
+    ids = api.launches_named(client, project, name)
     if len(ids) == 1:
         return Observation(DONE, f"launch {ids[0]} named {name!r} exists",
                            {"launch-id": ids[0], "launch-url": client.web_url("launch", ids[0])})
@@ -152,13 +140,12 @@ def _launch(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
 def _upload_chunk(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     launch_id = int(marker["launch-id"])
     expected = [str(row["full-name"]) for row in marker["results"]]
-    listed = Counter(str(item.get("fullName")) for item in
-                     client.pages("/testresult", {"launchId": launch_id}, page_size=500))
+    listed = Counter(str(item.get("fullName")) for item in api.list_results(client, launch_id, 500))
     present = [name for name in expected if listed[name] > 0]
     if expected and len(present) == len(expected):
         return Observation(DONE, f"all {len(expected)} results of the chunk are in launch {launch_id}",
                            {"launch-id": launch_id, "present": len(present)})
-    progress = expect_object(client.get(f"/launch/{launch_id}/progress"), f"progress of launch {launch_id}")
+    progress = api.launch_progress(client, launch_id)
     if not present and progress.get("ready") is True:
         return Observation(ABSENT, f"none of the {len(expected)} results is in launch {launch_id}, and TestOps "
                            "reports processing finished", {"launch-id": launch_id, "present": 0})
@@ -169,7 +156,7 @@ def _upload_chunk(client: TestOpsClient, marker: Mapping[str, Any]) -> Observati
 
 def _launch_close(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
     launch_id = int(marker["launch-id"])
-    launch = expect_object(client.get(f"/launch/{launch_id}"), f"launch {launch_id}", ("closed",))
+    launch = expect_object(api.get_launch(client, launch_id), f"launch {launch_id}", ("closed",))
     if launch["closed"] is True:
         return Observation(DONE, f"launch {launch_id} is closed", {"launch-id": launch_id})
     return Observation(ABSENT, f"launch {launch_id} is open", {"launch-id": launch_id})

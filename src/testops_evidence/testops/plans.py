@@ -1,26 +1,46 @@
-"""Finding the campaign's test plan in TestOps (shared by bootstrap, launch and reconcile)."""
+"""Running the campaign's test plan (``launch``): find the plan in the project, then run it once.
+
+TestOps creates the launch and a job run per job of the plan, and dispatches the jobs' workflows with
+``ALLURE_JOB_RUN_ID``. The run is once-marked (stage ``launch``); ``reconcile`` looks for the launch by
+its name when the outcome is uncertain.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from testops_evidence.errors import Refusal
-from testops_evidence.testops.client import TestOpsClient, expect_object
+from testops_evidence.testops import api
+from testops_evidence.testops.client import TestOpsClient
+from testops_evidence.testops.stages import Marks, Stages
 
-LIST_PAGE = 500
-
-
-def plans_named(client: TestOpsClient, project_id: int, name: str) -> list[int]:
-    """Ids of the project's test plans with exactly this name (a listing may repeat an item)."""
-    ids = {item.get("id") for item in client.pages("/testplan", {"projectId": project_id}, page_size=LIST_PAGE)
-           if item.get("name") == name}
-    return sorted(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+STAGE = "launch"
 
 
-def fetch_plan(client: TestOpsClient, plan_id: int, *, hint: str | None = None) -> dict[str, Any]:
-    """The plan by id, or ``bootstrap.plan_missing``."""
-    plan = client.get_optional(f"/testplan/{plan_id}")
-    if plan is None:
-        raise Refusal("bootstrap.plan_missing", f"TestOps has no test plan {plan_id}", field="testops.plan.id",
-                      expected="an existing test plan", actual=plan_id, hint=hint)
-    return expect_object(plan, f"test plan {plan_id}", ("id",))
+def resolve_plan(client: TestOpsClient, plan_id: int | None, plan_name: str) -> int:
+    """The contract's plan id, checked to exist in the project (found by name when the contract has no id)."""
+    project_id = client.project_id
+    assert project_id is not None
+    if plan_id is None:
+        ids = api.plans_named(client, project_id, plan_name)
+        if len(ids) != 1:
+            code = "bootstrap.plan_conflict" if ids else "bootstrap.plan_missing"
+            raise Refusal(code, f"{len(ids)} test plans in project {project_id} are named {plan_name!r}",
+                          field="testops.plan.name", expected="exactly one plan", actual=ids,
+                          hint="Run `mode: bootstrap`, then put the plan id into the contract.")
+        plan_id = ids[0]
+    plan = api.fetch_plan(client, plan_id, hint="Run `mode: bootstrap` first.")
+    if plan.get("projectId") != project_id:
+        raise Refusal("bootstrap.plan_conflict", f"test plan {plan_id} belongs to project {plan.get('projectId')}",
+                      field="testops.plan.id", expected=f"a plan of project {project_id}",
+                      actual=f"project {plan.get('projectId')}")
+    return plan_id
+
+
+def run_plan(client: TestOpsClient, marks: Marks, plan_id: int, name: str, started_at: int) -> int:
+    """Run the plan once under the launch name; the launch's id."""
+    stages = Stages(marks, client)
+    request = api.plan_run(plan_id, name)
+    answer = stages.send(STAGE, "launch", request, facts={"plan-id": plan_id, "name": name, "started-at": started_at})
+    launch_id = api.plan_started(answer, request)
+    stages.done(STAGE, {"launch-id": launch_id, "launch-url": client.web_url("launch", launch_id), "plan-id": plan_id,
+                        "name": name})
+    return launch_id
