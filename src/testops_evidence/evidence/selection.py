@@ -64,18 +64,6 @@ class TestOpsBinding:
             "launch-id": self.launch_id,
         }
 
-    @property
-    def job_run_url(self) -> str:
-        from testops_evidence.testops.links import page_url
-
-        return page_url(self.endpoint, "jobrun", self.job_run_id)
-
-    @property
-    def launch_url(self) -> str:
-        from testops_evidence.testops.links import page_url
-
-        return page_url(self.endpoint, "launch", self.launch_id)
-
 
 def build_selection(
     contract: Contract,

@@ -38,6 +38,7 @@ from testops_evidence.evidence.selection import build_selection, selection_bytes
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import hand_over, sha256_bytes
 from testops_evidence.settings import parse_int
+from testops_evidence.testops.links import page_url
 
 DEFAULT_SELECTION_PATH = "testops-evidence-selection.json"
 SUMMARY_ROWS = 500  # per table; the selection file and the receipt list every case
@@ -216,8 +217,8 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
     if outcome.testops is not None:
         t = outcome.testops
         parts.append("\n### TestOps bindings\n\n")
-        links = [("job run", summary.link(f"#{t.job_run_id}", t.job_run_url)),
-                 ("launch", summary.link(f"#{t.launch_id}", t.launch_url))]
+        links = [("job run", summary.link(f"#{t.job_run_id}", page_url(t.endpoint, "jobrun", t.job_run_id))),
+                 ("launch", summary.link(f"#{t.launch_id}", page_url(t.endpoint, "launch", t.launch_id)))]
         parts.append(" · ".join(f"{name} {text}" for name, text in links) + "\n\n")
         parts.append(summary.table(("object", "checked", "value"), outcome.bindings))
     parts.append("\n### Lanes\n\n")
