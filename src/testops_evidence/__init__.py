@@ -1,3 +1,3 @@
 """testops-evidence: fail-closed evaluation campaigns on GitHub Actions, published to Allure TestOps."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
