@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -18,7 +19,7 @@ import pytest
 from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_INTEGRITY, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, Refusal
-from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for
+from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for, options_for
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.runner import PhaseContext, PhaseResult
 
@@ -84,13 +85,27 @@ def test_each_mode_offers_exactly_its_inputs_and_never_a_secret() -> None:
     parser = cli.build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "mode").choices  # type: ignore[attr-defined]
     assert set(subparsers) == set(COMMANDS)
-    for mode in MODES:
-        options = {o for a in subparsers[mode]._actions for o in a.option_strings if o.startswith("--")}
-        expected = {f"--{spec.name}" for spec in inputs_for(mode) if not spec.secret}
-        assert options - {"--help", "--summary-file"} == expected, mode
-    for command in ("check", "rehearse"):
-        options = {o for a in subparsers[command]._actions for o in a.option_strings}
+    for command in COMMANDS:
+        options = {o for a in subparsers[command]._actions for o in a.option_strings if o.startswith("--")}
+        expected = {f"--{spec.name}" for spec in inputs_for(command) if not spec.secret}
+        expected |= {f"--{spec.name}" for spec in options_for(command)}
+        assert options - {"--help", "--summary-file"} == expected, command
         assert "--testops-token" not in options and "--github-token" not in options
+
+
+@pytest.mark.parametrize("command", ["check", "rehearse", "cell"])
+def test_the_help_of_a_cli_only_command_lists_only_its_own_options(command: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    shown = set(re.findall(r"^  (--[a-z-]+)", capsys.readouterr().out, flags=re.MULTILINE))
+    own = {"check": {"--contract", "--backend", "--state-dir"},
+           "rehearse": {"--contract", "--state-dir", "--workdir", "--examples", "--report"},
+           "cell": {"--contract", "--state-dir", "--selection-path", "--case", "--junit", "--allure-results",
+                    "--out", "--source-sha", "--attempt-id"}}[command]
+    assert shown - {"--help", "--summary-file"} == own
+    for foreign in ("--cases", "--job-run-id", "--deadline-seconds", "--ledger", "--testops-endpoint"):
+        assert foreign not in shown
 
 
 def test_a_secret_on_the_command_line_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:

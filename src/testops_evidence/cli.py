@@ -38,7 +38,7 @@ _DESCRIPTIONS = {
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from testops_evidence.interface import COMMANDS, INPUTS, MODES
+    from testops_evidence.interface import COMMANDS, inputs_for, options_for
 
     parser = argparse.ArgumentParser(
         prog="testops-evidence",
@@ -50,28 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         cmd = sub.add_parser(command, help=_DESCRIPTIONS[command], description=_DESCRIPTIONS[command])
         cmd.add_argument("--summary-file", help="write the step summary Markdown to this file (default: $GITHUB_STEP_SUMMARY, else stdout)")
-        for spec in INPUTS:
-            if spec.name == "mode" or spec.secret:
-                continue
-            if command in MODES and not spec.applies_to(command):
+        # Only this command's own inputs (interface.py says which): `cell --help` must not list the
+        # two dozen inputs of the action modes. Secrets are never options (any process can read argv).
+        for spec in inputs_for(command):
+            if spec.secret:
                 continue
             cmd.add_argument(f"--{spec.name}", dest=spec.name.replace("-", "_"), metavar="VALUE",
                              help=spec.description.replace("%", "%%"))
-        if command == "rehearse":
-            cmd.add_argument("--workdir", help="where the rehearsal writes (default: ./rehearsal)")
-            cmd.add_argument("--examples", help="the examples directory (default: ./examples)")
-            cmd.add_argument("--report", choices=("auto", "always", "never"), default="auto",
-                             help="generate an Allure Report (Allure 3 from .tools/allure, `allure` on PATH or "
-                                  "an installed `npx allure`; auto: when available)")
-        if command == "cell":
-            cmd.add_argument("--case", help="the contract case key the reports measured")
-            cmd.add_argument("--junit", help="a JUnit XML file, or a directory of them")
-            cmd.add_argument("--allure-results", dest="allure_results", help="an allure-results directory")
-            cmd.add_argument("--out", help="the cell result file to write (once; never overwritten)")
-            cmd.add_argument("--source-sha", dest="source_sha",
-                             help="the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)")
-            cmd.add_argument("--attempt-id", dest="attempt_id",
-                             help="the attempt id (default: derived from the reports' digests)")
+        for option in options_for(command):
+            cmd.add_argument(f"--{option.name}", dest=option.name.replace("-", "_"),
+                             choices=option.choices or None, default=option.default,
+                             metavar=None if option.choices else "VALUE", help=option.description.replace("%", "%%"))
     return parser
 
 

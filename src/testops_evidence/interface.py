@@ -26,7 +26,8 @@ MODES: tuple[str, ...] = (
 # helper that writes a cell result from JUnit XML / allure-results.
 COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell")
 
-ALL = "*"
+ALL = "*"  # every action mode; a CLI-only command names the inputs it takes itself
+CLI_ONLY: tuple[str, ...] = tuple(command for command in COMMANDS if command not in MODES)
 
 
 class _Spec:
@@ -61,7 +62,7 @@ class InputSpec(_Spec):
         self.env_fallbacks = env_fallbacks
 
     def applies_to(self, mode: str) -> bool:
-        return ALL in self.modes or mode in self.modes
+        return mode in self.modes or (ALL in self.modes and mode in MODES)
 
     @property
     def secret(self) -> bool:
@@ -71,9 +72,9 @@ class InputSpec(_Spec):
 INPUTS: tuple[InputSpec, ...] = (
     InputSpec("mode", "The phase to run: " + ", ".join(MODES) + ".", None),
     InputSpec("contract", "The campaign contract file (YAML or JSON), relative to the workspace.",
-              ".github/testops-evidence.yml", kind="path"),
+              ".github/testops-evidence.yml", (ALL, "check", "rehearse", "cell"), kind="path"),
     InputSpec("backend", "Where evidence goes: `testops` or `files`. Empty: `testops` if the contract has a "
-              "`testops` section, else `files`.", ""),
+              "`testops` section, else `files`.", "", (ALL, "check")),
     InputSpec("github-token", "Token for the GitHub REST API (run, artifacts). Honours GITHUB_API_URL (GHES).",
               "${{ github.token }}", kind="secret", env_fallbacks=("GITHUB_TOKEN", "GH_TOKEN")),
     InputSpec("testops-token", "Allure TestOps API token; only for the token phases (bootstrap, launch, select, "
@@ -84,7 +85,7 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("testops-project-id", "Override of the contract's TestOps project id.", "",
               kind="int", env_fallbacks=("ALLURE_PROJECT_ID",)),
     InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence (in the Docker action the mounted runner temp, else the workspace; outside Actions ./.testops-evidence/state).",
-              "", kind="path"),
+              "", (ALL, *CLI_ONLY), kind="path"),
     InputSpec("fail-on-failed-cases", "Exit 1 when evidence is complete but not every case passed.",
               "true", kind="bool"),
     # --- guard
@@ -107,8 +108,9 @@ INPUTS: tuple[InputSpec, ...] = (
               "", ("select",)),
     InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
               ("select",), kind="path"),
-    InputSpec("selection-path", "select / verify-selection / export: the selection file.",
-              "testops-evidence-selection.json", ("select", "verify-selection", "export"), kind="path"),
+    InputSpec("selection-path", "select / verify-selection / export: the selection file; cell: the verified "
+              "selection to bind the cell result to (optional).",
+              "testops-evidence-selection.json", ("select", "verify-selection", "export", "cell"), kind="path"),
     InputSpec("selection-sha256", "verify-selection: the digest passed as the select job's output.", "",
               ("verify-selection", "export")),
     # --- export / upload / verify
@@ -133,6 +135,34 @@ INPUTS: tuple[InputSpec, ...] = (
 )
 
 INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
+
+
+class OptionSpec(_Spec):
+    """A command-line option of a CLI-only command that is not an action input (``rehearse``, ``cell``)."""
+
+    __slots__ = ("choices", "commands", "default", "description", "name")
+
+    def __init__(self, name: str, description: str, commands: tuple[str, ...],
+                 choices: tuple[str, ...] = (), default: str | None = None) -> None:
+        self.name = name
+        self.description = description
+        self.commands = commands
+        self.choices = choices
+        self.default = default
+
+
+CLI_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
+    OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
+    OptionSpec("report", "generate an Allure Report (Allure 3 from .tools/allure, `allure` on PATH or an installed "
+               "`npx allure`; auto: when available)", ("rehearse",), ("auto", "always", "never"), "auto"),
+    OptionSpec("case", "the contract case key the reports measured", ("cell",)),
+    OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
+    OptionSpec("allure-results", "an allure-results directory", ("cell",)),
+    OptionSpec("out", "the cell result file to write (once; never overwritten)", ("cell",)),
+    OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
+    OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
+)
 
 
 class OutputSpec(_Spec):
@@ -193,7 +223,13 @@ TOKEN_VARIABLES = ("ALLURE_TOKEN", "TESTOPS_TOKEN")
 
 
 def inputs_for(mode: str) -> list[InputSpec]:
+    """The inputs of an action mode, or the input-named options of a CLI-only command."""
     return [spec for spec in INPUTS if spec.name != "mode" and spec.applies_to(mode)]
+
+
+def options_for(command: str) -> list[OptionSpec]:
+    """The options a CLI-only command has beyond its inputs."""
+    return [spec for spec in CLI_OPTIONS if command in spec.commands]
 
 
 def outputs_for(mode: str) -> list[OutputSpec]:
