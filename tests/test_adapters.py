@@ -348,3 +348,16 @@ def test_unexpected_files_and_links_in_cell_results_are_refused(tmp_path: Path) 
     with pytest.raises(Refusal) as caught:
         collect_cells(root, {}, source_sha=HEAD_SHA, profile=PROFILE, fallback_time=0.0)
     assert caught.value.code == "io.unsafe_path"
+
+
+@pytest.mark.parametrize("layout", ["junit.xml", "allure-results/1-result.json"])
+def test_a_refused_report_in_the_cell_results_layout_is_named_by_its_whole_path(tmp_path: Path, layout: str) -> None:
+    root = tmp_path / "testops-evidence-cells"
+    report = root / "budget-stop" / layout
+    report.parent.mkdir(parents=True)
+    report.write_text("<testsuite>" if layout.endswith(".xml") else "[]", encoding="utf-8")
+    with pytest.raises(Refusal) as caught:
+        read_reports(root, "budget-stop")
+    assert caught.value.code == "export.adapter"
+    assert caught.value.field == f"{root}/budget-stop/{layout}"  # not just "junit.xml"
+    assert f"{root}/budget-stop/{layout}" in caught.value.message

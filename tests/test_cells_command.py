@@ -104,3 +104,14 @@ def test_a_directory_without_reports_is_refused_naming_what_was_searched(tmp_pat
     failure = run.failure()
     assert failure is not None and failure["actual"] == str(empty)  # the path given, not a list with a null
     assert "| actual | `" + str(empty) + "` |" in run.summary
+
+
+def test_a_refused_report_is_named_by_its_whole_path_not_its_base_name(tmp_path: Path) -> None:
+    reports = tmp_path / "reports" / "nightly"
+    reports.mkdir(parents=True)
+    (reports / "junit.xml").write_text("<testsuite><testcase name='x'>", encoding="utf-8")  # not well-formed
+    run = cell_run(tmp_path, junit=str(reports), out=str(tmp_path / "cell.json"))
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "export.adapter")
+    failure = run.failure()
+    assert failure is not None and failure["field"] == str(reports / "junit.xml")
+    assert str(reports / "junit.xml") in failure["message"]

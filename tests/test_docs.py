@@ -64,6 +64,39 @@ def test_errors_md_lists_every_code_with_its_exit_code() -> None:
         assert str(exit_code) in rows
 
 
+def test_errors_md_gives_every_code_a_specific_next_step() -> None:
+    rows = table_rows((DOCS / "errors.md").read_text())
+    for code, spec in errors.REGISTRY.items():
+        assert rows[code][2] == gen.cell(spec.hint), code
+        assert rows[code][2] not in ("", "—"), code
+
+
+def test_troubleshooting_md_explains_every_code_meaning_cause_and_fix() -> None:
+    text = (DOCS / "troubleshooting.md").read_text()
+    sections = dict(re.findall(r"^#### `([^`]+)`\n(.*?)(?=^#{2,4} |\Z)", text, flags=re.MULTILINE | re.DOTALL))
+    assert set(sections) == set(errors.REGISTRY)
+    for code, spec in errors.REGISTRY.items():
+        body = sections[code]
+        assert f"Exit {spec.exit_code} " in body, code
+        assert f"- **What it means:** {spec.meaning}." in body, code
+        assert f"- **Usual cause:** {spec.cause}" in body, code
+        assert f"- **Fix:** {spec.hint}" in body, code
+        assert f"(#{gen._anchor(code)})" in text, code  # the index links to it
+    guide = text.split("<!-- BEGIN GENERATED: error codes", 1)[0]
+    assert "## Problems without an error code" in guide
+
+
+def test_the_troubleshooting_reference_is_replaced_and_the_guide_kept() -> None:
+    fresh = gen.render_troubleshooting(None, errors.REGISTRY, errors.EXIT_MEANINGS)
+    assert fresh.startswith(gen.TROUBLESHOOTING_GUIDE)
+    edited = fresh.replace(gen.TROUBLESHOOTING_GUIDE, "# Mine\n\nHand-written.\n") + "\nA footer.\n"
+    stale = edited.replace("#### `io.exists`", "#### `io.gone`")
+    again = gen.render_troubleshooting(stale, errors.REGISTRY, errors.EXIT_MEANINGS)
+    assert again.startswith("# Mine\n\nHand-written.\n") and again.endswith("\nA footer.\n")
+    assert "#### `io.exists`" in again and "io.gone" not in again
+    assert gen.render_troubleshooting(again, errors.REGISTRY, errors.EXIT_MEANINGS) == again
+
+
 def test_inputs_md_lists_every_input_and_every_output_of_every_mode() -> None:
     text = (DOCS / "inputs.md").read_text()
     sections = re.split(r"^### ", text, flags=re.MULTILINE)
@@ -196,7 +229,8 @@ def test_check_mode_reports_a_stale_file_and_write_mode_fixes_it(tmp_path: Path,
     assert gen.main(["--check"], root=tmp_path) == 1  # nothing written yet
     assert not (tmp_path / "docs").exists()
     assert gen.main([], root=tmp_path) == 0
-    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["contract.md", "errors.md", "inputs.md"]
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["contract.md", "errors.md", "inputs.md",
+                                                                      "troubleshooting.md"]
     assert gen.main(["--check"], root=tmp_path) == 0
     errors_md = tmp_path / "docs" / "errors.md"
     errors_md.write_text(errors_md.read_text().replace("| `io.exists` |", "| `io.gone` |"))
@@ -212,3 +246,39 @@ def test_cell_and_code_helpers() -> None:
     assert gen.code("x") == "`x`"
     assert gen.code("a`b") == "``a`b``"
     assert gen.code("`x`") == "`` `x` ``"
+
+
+# --- the pages a new user reads ---------------------------------------------------------------------------------
+
+USER_PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_of_a_user_page_resolves(page: Path) -> None:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        assert path.exists(), f"{page.relative_to(REPO)} links to {target}, which does not exist"
+
+
+def test_the_pages_a_new_user_looks_for_exist_and_are_linked_from_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in ("docs/install.md", "docs/troubleshooting.md", "CHANGELOG.md", "CONTRIBUTING.md", "LICENSE"):
+        assert (REPO / name).is_file(), name
+        assert f"]({name})" in readme, f"the README does not link {name}"
+
+
+def test_every_caller_example_names_the_same_secret_for_case_secrets() -> None:
+    names = set()
+    for page in USER_PAGES:
+        names |= set(re.findall(r"case-secrets: \$\{\{ secrets\.([A-Z0-9_]+) \}\}", page.read_text(encoding="utf-8")))
+    assert len(names) == 1, f"the docs name different secrets for case-secrets: {sorted(names)}"
+
+
+@pytest.mark.parametrize("phrase", ["never checked against a registry", "no registry is reachable",
+                                    "this project's development machines", "TODO", "FIXME"])
+def test_user_docs_hold_no_internal_notes(phrase: str) -> None:
+    for page in USER_PAGES:
+        assert phrase.casefold() not in page.read_text(encoding="utf-8").casefold(), (page.name, phrase)

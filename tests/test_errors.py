@@ -11,6 +11,7 @@ import pytest
 
 from testops_evidence import errors
 from testops_evidence.errors import (
+    EXIT_ADVICE,
     EXIT_INTEGRITY,
     EXIT_MEANINGS,
     EXIT_REMOTE,
@@ -92,7 +93,18 @@ def test_exit_codes_follow_the_design_table_by_area() -> None:
 def test_every_meaning_and_hint_is_one_human_line() -> None:
     for code, spec in REGISTRY.items():
         assert spec.meaning.strip(), code
-        assert "\n" not in spec.meaning and "\n" not in spec.hint, code
+        assert "\n" not in spec.meaning and "\n" not in spec.hint and "\n" not in spec.cause, code
+
+
+def test_every_code_has_a_usual_cause_and_a_specific_next_step() -> None:
+    # docs/troubleshooting.md is built from these; a refusal must always say what to do next, in words that
+    # belong to its code, not the generic advice of its exit code.
+    generic = {advice.casefold() for advice in EXIT_ADVICE.values()}
+    for code, spec in REGISTRY.items():
+        assert len(spec.cause.strip()) >= 15, f"{code} has no usual cause"
+        assert len(spec.hint.strip()) >= 15, f"{code} has no next step"
+        assert spec.hint.strip() not in ("—", "-") and spec.hint.casefold() not in generic, code
+        assert spec.hint.rstrip().endswith((".", ")")) and spec.cause.rstrip().endswith((".", ")")), code
 
 
 def test_exit_meanings_cover_every_exit_code() -> None:

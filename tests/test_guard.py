@@ -260,6 +260,16 @@ def test_environment_that_disagrees_with_the_rest_run_is_a_run_mismatch(g: Guard
     assert failure["actual"] != failure["expected"]
 
 
+def test_a_missing_workflow_ref_as_under_act_points_at_the_local_path_not_at_a_work_around(g: Guard) -> None:
+    env = g.setup()
+    del env["GITHUB_WORKFLOW_REF"]  # act sets every other GITHUB_* variable, but not this one
+    failure = assert_refused(g.guard(env), "guard.run_mismatch", 3, "GITHUB_WORKFLOW_REF")
+    assert "act" in failure["hint"] and "rehearse" in failure["hint"]
+    result = g.guard(env, **{"state-dir": str(g.tmp_path / "again")})
+    assert "rehearse" in result.summary
+    assert "do not work around it" not in result.summary.lower()
+
+
 def test_a_rest_run_of_another_head_sha_is_a_run_mismatch(g: Guard) -> None:
     env = g.setup()
     g.run["head_sha"] = "c" * 40  # the server now tells another story than the runner

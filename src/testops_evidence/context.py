@@ -86,11 +86,19 @@ class RunContext:
         }
 
 
+# Shown when a variable GitHub's runner always sets is missing: the usual reason is a local runner (act sets
+# no GITHUB_WORKFLOW_REF), for which the documented path is the local mode, not a faked variable.
+MISSING_RUNNER_VARIABLE = ("GitHub's runner sets {name} in every job: in a GitHub Actions job, look for a step or "
+                           "`env:` that unsets it. Local runners such as act do not set it; to try the campaign on "
+                           "this machine, run `testops-evidence rehearse` (docs/install.md) instead.")
+
+
 def _require(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
         raise Refusal("guard.run_mismatch", f"{name} is not set; is this running inside GitHub Actions?",
-                      field=name, expected="set by the runner", actual="(unset)")
+                      field=name, expected="set by the runner", actual="(unset)",
+                      hint=MISSING_RUNNER_VARIABLE.format(name=name))
     return value
 
 

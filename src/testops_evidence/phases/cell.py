@@ -14,6 +14,7 @@ Exit 0 when the cell is written, whatever its disposition: export decides what i
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -66,7 +67,7 @@ def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], 
         for root, name in files:
             data = read_safe(root, name, limit=JUNIT_LIMIT)
             inputs.append((name, sha256_bytes(data)))
-            outcomes += parse_junit(data, name)
+            outcomes += parse_junit(data, os.path.join(root, name))  # a refusal names the path as given
     if allure_dir is not None:
         root = Path(allure_dir)
         found = []
@@ -74,7 +75,7 @@ def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], 
             if not entry.is_dir and entry.name.endswith("-result.json"):
                 data = read_safe(root, entry.name, limit=RESULT_LIMIT)
                 inputs.append((f"allure-results/{entry.name}", sha256_bytes(data)))
-                found.append((entry.name, data))
+                found.append((os.path.join(root, entry.name), data))
         outcomes += parse_results(found)
     return outcomes, inputs
 

@@ -22,6 +22,7 @@ where the binding is really checked.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,13 +41,16 @@ ALLURE_DIR = "allure-results"
 def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], list[tuple[str, str]]]:
     """Outcomes of the JUnit files and the allure-results directory in ``root/relpath``; input digests."""
     prefix = f"{relpath}/" if relpath else ""
+    # Refusals name a report by its whole path as the operator gave it (root included), so it can be opened as
+    # written; the recorded inputs stay relative to root, as the cell result stores them.
+    shown = f"{os.fspath(root).rstrip('/')}/" if os.fspath(root) not in ("", ".") else ""
     outcomes: list[Outcome] = []
     inputs: list[tuple[str, str]] = []
     for entry in list_dir(root, relpath):
         if not entry.is_dir and entry.name.endswith(".xml") and not entry.name.startswith("."):
             data = read_safe(root, prefix + entry.name, limit=JUNIT_LIMIT)
             inputs.append((prefix + entry.name, sha256_bytes(data)))
-            outcomes += parse_junit(data, prefix + entry.name)
+            outcomes += parse_junit(data, shown + prefix + entry.name)
         elif entry.is_dir and entry.name == ALLURE_DIR:
             files = []
             for item in list_dir(root, prefix + ALLURE_DIR):
@@ -54,7 +58,7 @@ def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], li
                     name = f"{prefix}{ALLURE_DIR}/{item.name}"
                     data = read_safe(root, name, limit=RESULT_LIMIT)
                     inputs.append((name, sha256_bytes(data)))
-                    files.append((name, data))
+                    files.append((shown + name, data))
             outcomes += parse_results(files)
     return outcomes, inputs
 
