@@ -18,7 +18,7 @@ import pytest
 
 from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_INTEGRITY, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, Refusal
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_INTEGRITY, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, REGISTRY, Refusal
 from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for, options_for
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -203,7 +203,9 @@ def test_a_refusal_sets_every_channel(tmp_path: Path, monkeypatch: pytest.Monkey
     assert f"| actual | `{'b' * 64}` |" in result.summary
     assert result.failure() == {"mode": "verify-selection", "code": "selection.digest",
                                 "message": "the selection was changed", "exit-code": 3,
-                                "field": "selection-sha256", "expected": "a" * 64, "actual": "b" * 64}
+                                "field": "selection-sha256", "expected": "a" * 64, "actual": "b" * 64,
+                                "hint": REGISTRY["selection.digest"].hint}
+    assert REGISTRY["selection.digest"].hint in result.summary  # the code's own next step, in every channel
 
 
 def test_failed_cases_exit_1_unless_fail_on_failed_cases_is_false(tmp_path: Path,

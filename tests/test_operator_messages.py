@@ -47,7 +47,7 @@ def test_a_digest_mismatch_tells_the_operator_what_to_do(tmp_path: Path) -> None
     options, _ = _selection(tmp_path)
     run = run_mode("verify-selection", tmp_path, {**options, "selection-sha256": "0" * 64}, actions_env())
     assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.digest")
-    assert "**Next step:** Do not work around it: compare *expected* and *actual*" in run.summary
+    assert "**Next step:** Pass the select job's `selection-sha256` output unchanged" in run.summary
     assert f"(field selection-sha256: expected '{'0' * 64}', actual '" in run.log
 
 

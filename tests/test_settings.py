@@ -201,7 +201,7 @@ def test_default_state_dir() -> None:
 
 
 def test_a_bad_boolean_input_is_refused_before_the_phase_runs(tmp_path: Path) -> None:
-    run = run_mode("check", tmp_path, {"contract": str(tmp_path / "absent.yml")},
+    run = run_mode("export", tmp_path, {"contract": str(tmp_path / "absent.yml")},
                    {"INPUT_FAIL-ON-FAILED-CASES": "sometimes"})
     assert run.exit_code == EXIT_USAGE
     assert run.outputs == {"error-code": "input.fail-on-failed-cases"}
