@@ -18,7 +18,15 @@ import pytest
 
 from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_INTEGRITY, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, REGISTRY, Refusal
+from testops_evidence.errors import (
+    EXIT_CASES_FAILED,
+    EXIT_INTEGRITY,
+    EXIT_OK,
+    EXIT_REMOTE,
+    EXIT_USAGE,
+    REGISTRY,
+    Refusal,
+)
 from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for, options_for
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.runner import PhaseContext, PhaseResult
