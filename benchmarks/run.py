@@ -145,7 +145,7 @@ def bench_export(cfg: Config) -> list[Figure]:
     with workspace("export") as work:
         selection, digest = make_selection(work, contract, env)
         contract_path = write_contract(contract, work / "contract.json")
-        cells = write_cells(work / "cells", [cell(contract, c.key) for c in contract.cases])
+        cells = write_cells(work / "cells", [cell(contract, c.key) for c in contract.cases], digest)
         counter = iter(range(1_000_000))
         outputs: list[Path] = []
 

@@ -60,6 +60,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
+_SCOPES = {errors.SCOPE_CASE: "case", errors.SCOPE_EXPORT: "whole export"}
+
+
 # --- docs/errors.md ---------------------------------------------------------------------------------------------
 
 
@@ -98,6 +101,21 @@ def render_errors(registry: Mapping[str, errors.CodeSpec], exit_meanings: Mappin
     lines.append("")
     for area, specs in areas.items():
         lines += [f"### {area}", ""]
+        if any(spec.scope for spec in specs):
+            lines += [
+                "Export meets these codes in one cell result. Column *in export* says what follows: "
+                "**case** — the cell was proven to be of this selection and from the worker that owns its case, "
+                "so it can only be wrong about that case: the case is exported `broken` with the code in its "
+                "Allure result and the summary, and every other case is exported as measured; **whole export** — "
+                "the cell's selection, case or origin is in doubt (it could be an attempt to change another "
+                "case's verdict), so nothing is exported. Outside export (the `cell` command) every code "
+                "refuses.",
+                "",
+            ]
+            scoped = [(code(spec.code), spec.exit_code, _SCOPES.get(spec.scope, "—"), spec.meaning, spec.hint)
+                      for spec in specs]
+            lines += [*table(("code", "exit", "in export", "meaning", "next step"), scoped), ""]
+            continue
         rows = [(code(spec.code), spec.exit_code, spec.meaning, spec.hint) for spec in specs]
         lines += [*table(("code", "exit", "meaning", "next step"), rows), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

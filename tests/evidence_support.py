@@ -102,11 +102,16 @@ def make_selection(tmp: Path, contract: Contract, env: Mapping[str, str], *, key
 
 def cell(contract: Contract, key: str, *, disposition: str = "passed", failed: Iterable[str] = (),
          attempt: str | None = None, sha: str = HEAD_SHA, started: str = "2026-12-01T10:02:00Z",
-         finished: str = "2026-12-01T10:05:12Z", **extra: Any) -> dict[str, Any]:
-    """A cell-result/v1 document for ``key``; ``failed`` names the checks that did not pass."""
+         finished: str = "2026-12-01T10:05:12Z", selection_sha256: str | None = None,
+         **extra: Any) -> dict[str, Any]:
+    """A cell-result/v2 document for ``key``; ``failed`` names the checks that did not pass.
+
+    Without ``selection_sha256`` the digest is left ``None`` for :func:`write_cells` to fill in (the tests
+    usually make the selection after the cells)."""
     failing = set(failed)
     document = {
-        "schema": "testops-evidence/cell-result/v1",
+        "schema": "testops-evidence/cell-result/v2",
+        "selection-sha256": selection_sha256,
         "case": key,
         "attempt-id": attempt or f"attempt-{key}",
         "disposition": disposition,
@@ -121,10 +126,23 @@ def cell(contract: Contract, key: str, *, disposition: str = "passed", failed: I
     return document
 
 
-def write_cells(directory: Path, documents: Iterable[Mapping[str, Any]]) -> Path:
+def bound_to(document: Mapping[str, Any], selection_sha256: str | None) -> dict[str, Any]:
+    """``document`` with its unset ``selection-sha256`` filled in (a key set to None and no digest: dropped)."""
+    out = dict(document)
+    if out.get("selection-sha256", "") is None:
+        if selection_sha256 is None:
+            del out["selection-sha256"]
+        else:
+            out["selection-sha256"] = selection_sha256
+    return out
+
+
+def write_cells(directory: Path, documents: Iterable[Mapping[str, Any]], selection_sha256: str | None = None) -> Path:
+    """Write cell documents (merged layout), filling in the selection digest where :func:`cell` left it unset."""
     directory.mkdir(parents=True, exist_ok=True)
     for document in documents:
-        (directory / f"{document['case']}-{document['attempt-id']}.json").write_text(json.dumps(document))
+        (directory / f"{document['case']}-{document['attempt-id']}.json").write_text(
+            json.dumps(bound_to(document, selection_sha256)))
     return directory
 
 
@@ -178,7 +196,7 @@ class TestOpsCampaign:
     def export(self, cells: Iterable[Mapping[str, Any]]) -> Any:
         from helpers import run_mode
 
-        write_cells(self.tmp / "cells", cells)
+        write_cells(self.tmp / "cells", cells, self.digest)
         options = {**self.options, "selection-path": str(self.selection), "selection-sha256": self.digest,
                    "cell-results": str(self.tmp / "cells")}
         options.pop("testops-endpoint")

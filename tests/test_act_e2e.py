@@ -157,14 +157,15 @@ jobs:
 """ + report_job("import")
 
 CASE_COMMAND = '''\
-"""The e2e harness: "evaluates" one case and writes its cell-result/v1 (budget-stop fails a check)."""
+"""The e2e harness: "evaluates" one case and writes its cell-result/v2 (budget-stop fails a check)."""
 import json
 import os
 
 row = json.loads(os.environ["TESTOPS_EVIDENCE_CASE_JSON"])
 passed = row["key"] != "budget-stop"
 cell = {
-    "schema": "testops-evidence/cell-result/v1",
+    "schema": "testops-evidence/cell-result/v2",
+    "selection-sha256": os.environ["TESTOPS_EVIDENCE_SELECTION_SHA256"],
     "case": row["key"],
     "attempt-id": os.environ["TESTOPS_EVIDENCE_ATTEMPT_ID"],
     "disposition": "passed" if passed else "behavior_failure",

@@ -17,10 +17,11 @@ from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, O
 from testops_evidence.evidence.adapters.allure_results import parse_result, parse_results
 from testops_evidence.evidence.adapters.junit import MAX_DEPTH, parse_junit
 from testops_evidence.evidence.adapters.layout import adapt_reports, collect_cells, read_reports
-from testops_evidence.evidence.cells import adapted_cell, bind_cells, verdict
+from testops_evidence.evidence.cells import Binding, CellFile, adapted_cell, admit, verdict
 
 CONTRACT = small_contract()
 PROFILE = dict(CONTRACT.profile)
+SELECTION = "5e1ec7" + "0" * 58
 
 # A real harness: three cases in one suite, each test marked with its case (JUnit property and Allure
 # label) and mapped to checks by each of the documented rules.
@@ -104,7 +105,7 @@ def cells_from(root: Path) -> dict[str, tuple[str, dict[str, bool]]]:
     assert inputs
     found = {}
     for case in CONTRACT.cases:
-        document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, inputs=inputs,
+        document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=inputs,
                               fallback_time=1_764_000_000.0, origin="test")
         result = adapted_cell(document, "reports", inputs, "test")
         found[case.key] = (result.disposition, {c["id"]: c["passed"] for c in result.document["checks"]})
@@ -129,15 +130,16 @@ def test_adapted_cells_carry_messages_times_and_input_digests(reports: Path, tmp
     case_dir.mkdir(parents=True)
     shutil.copy(reports / "junit.xml", case_dir / "junit.xml")
     result = adapt_reports(tmp_path / "cell-results", "budget-stop", CONTRACT.case("budget-stop"),
-                           source_sha=HEAD_SHA, profile=PROFILE, fallback_time=0.0)
+                           source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
     assert result is not None
     checks = {c["id"]: c for c in result.document["checks"]}
     assert "spend was not reported" in checks["spend-reported"]["message"]
     assert result.document["attempt-id"].startswith("adapted-")
     assert result.inputs[0][0] == "budget-stop/junit.xml"
     assert result.started.year >= 2025  # the suite's own timestamp, not the fallback
-    decided = verdict(bind_cells([result], selected=list(CONTRACT.cases), head_sha=HEAD_SHA, profile=PROFILE)
-                      ["budget-stop"], CONTRACT.case("budget-stop"))
+    bound = admit([CellFile("budget-stop", case="budget-stop", adapted=result)],
+                  Binding(SELECTION, HEAD_SHA, PROFILE, list(CONTRACT.cases)))
+    decided = verdict(bound["budget-stop"], CONTRACT.case("budget-stop"))
     assert (decided.status, decided.failed_checks) == ("failed", ("spend-reported",))
 
 
@@ -148,7 +150,7 @@ def test_the_same_reports_give_the_same_attempt_id(reports: Path, tmp_path: Path
         case_dir.mkdir(parents=True)
         shutil.copy(reports / "junit.xml", case_dir / "junit.xml")
         result = adapt_reports(tmp_path / name, "budget-stop", CONTRACT.case("budget-stop"), source_sha=HEAD_SHA,
-                               profile=PROFILE, fallback_time=0.0)
+                               profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
         assert result is not None
         ids.add(result.attempt_id)
     assert len(ids) == 1
@@ -157,7 +159,7 @@ def test_the_same_reports_give_the_same_attempt_id(reports: Path, tmp_path: Path
 def test_missing_checks_are_not_recorded_and_break_the_case() -> None:
     case = CONTRACT.case("get-task-context")
     outcomes = [Outcome("test_tool_called", PASSED), Outcome("test_answer_grounded", SKIPPED)]
-    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, inputs=[("r.xml", "0" * 64)],
+    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=[("r.xml", "0" * 64)],
                           fallback_time=1_764_000_000.0)
     assert document["disposition"] == "infrastructure_failure"
     checks = {c["id"]: c for c in document["checks"]}
@@ -171,7 +173,7 @@ def test_a_failed_infrastructure_check_breaks_the_case() -> None:
     case = CONTRACT.case("get-task-context")
     outcomes = [Outcome("test_tool_called", PASSED), Outcome("test_answer_grounded", PASSED),
                 Outcome("test_cleanup", FAILED, "left a container running")]
-    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, inputs=[], fallback_time=0.0)
+    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=[], fallback_time=0.0)
     assert document["disposition"] == "infrastructure_failure"
 
 
@@ -192,7 +194,7 @@ def test_tests_of_other_cases_are_ignored() -> None:
     case = CONTRACT.case("budget-stop")
     outcomes = [Outcome("test_stopped_at_budget", PASSED), Outcome("test_spend_reported", PASSED),
                 Outcome("test_spend_reported", ERROR, case="get-task-context")]
-    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, inputs=[], fallback_time=0.0)
+    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=[], fallback_time=0.0)
     assert document["disposition"] == "passed"
 
 
@@ -302,7 +304,7 @@ def test_untrusted_allure_results_end_in_an_outcome_or_an_adapter_refusal(docume
         assert error.code == "export.adapter"
         return
     case = CONTRACT.case("budget-stop")
-    cell = build_cell(case, [outcome], source_sha=HEAD_SHA, profile=PROFILE, inputs=[], fallback_time=0.0)
+    cell = build_cell(case, [outcome], source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=[], fallback_time=0.0)
     adapted_cell(cell, "fuzz", [], "allure-results")  # whatever the input, the adapted cell is schema-valid
 
 
@@ -311,7 +313,8 @@ def test_untrusted_allure_results_end_in_an_outcome_or_an_adapter_refusal(docume
 def test_layout_reads_cells_and_adapts_case_directories(reports: Path, tmp_path: Path) -> None:
     root = tmp_path / "cell-results"
     (root / "artifact-1").mkdir(parents=True)
-    document = {"schema": "testops-evidence/cell-result/v1", "case": "company-credential-approval",
+    document = {"schema": "testops-evidence/cell-result/v2", "selection-sha256": SELECTION,
+                "case": "company-credential-approval",
                 "attempt-id": "w1", "disposition": "passed", "started-at": "2026-12-01T10:00:00Z",
                 "finished-at": "2026-12-01T10:01:00Z", "source-sha": HEAD_SHA, "profile": PROFILE,
                 "checks": [{"id": "secret-saved", "passed": True}, {"id": "approval-recorded", "passed": True}]}
@@ -320,10 +323,11 @@ def test_layout_reads_cells_and_adapts_case_directories(reports: Path, tmp_path:
     (root / "budget-stop").mkdir()
     shutil.copy(reports / "junit.xml", root / "budget-stop" / "report.xml")
     (root / ".hidden").write_text("ignored")
-    cells = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
-                          fallback_time=0.0)
-    assert sorted((c.key, c.origin) for c in cells) == [("budget-stop", "junit"),
-                                                         ("company-credential-approval", "cell")]
+    files = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
+                          selection_sha256=SELECTION, fallback_time=0.0)
+    bound = admit(files, Binding(SELECTION, HEAD_SHA, PROFILE, list(CONTRACT.cases)))
+    assert sorted((key, b.cell.origin) for key, b in bound.items() if b.cell is not None) == [
+        ("budget-stop", "junit"), ("company-credential-approval", "cell")]
 
 
 def test_reports_in_a_directory_not_named_by_a_case_are_refused(reports: Path, tmp_path: Path) -> None:
@@ -332,8 +336,8 @@ def test_reports_in_a_directory_not_named_by_a_case_are_refused(reports: Path, t
     shutil.copy(reports / "junit.xml", root / "junit.xml")
     with pytest.raises(Refusal) as caught:
         collect_cells(root.parent, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
-                      fallback_time=0.0)
-    assert (caught.value.code, caught.value.field) == ("export.adapter", "some-artifact")
+                      selection_sha256=SELECTION, fallback_time=0.0)
+    assert (caught.value.code, caught.value.field) == ("export.unattributed", "some-artifact")
 
 
 def test_unexpected_files_and_links_in_cell_results_are_refused(tmp_path: Path) -> None:
@@ -341,12 +345,12 @@ def test_unexpected_files_and_links_in_cell_results_are_refused(tmp_path: Path) 
     root.mkdir()
     (root / "notes.txt").write_text("?")
     with pytest.raises(Refusal) as caught:
-        collect_cells(root, {}, source_sha=HEAD_SHA, profile=PROFILE, fallback_time=0.0)
-    assert caught.value.code == "export.cell_invalid"
+        collect_cells(root, {}, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
+    assert caught.value.code == "export.unattributed"
     (root / "notes.txt").unlink()
     (root / "evil.json").symlink_to("/etc/hostname")
     with pytest.raises(Refusal) as caught:
-        collect_cells(root, {}, source_sha=HEAD_SHA, profile=PROFILE, fallback_time=0.0)
+        collect_cells(root, {}, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
     assert caught.value.code == "io.unsafe_path"
 
 

@@ -61,7 +61,7 @@ def test_allure_report_3_counts_equal_the_receipt(tmp_path: Path) -> None:
         cell(contract, "case-00003"),
         cell(contract, "case-00004", disposition="behavior_failure", failed=["ok"]),
         # case-00005 has no cell: broken, not recorded
-    ])
+    ], digest)
     results = tmp_path / "allure-results"
     clock = FakeClock(1_796_119_500.0)
     run = run_mode("export", tmp_path, {

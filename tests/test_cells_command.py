@@ -34,9 +34,14 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def cell_run(tmp_path: Path, **options: str):
+DIGEST = "5e1ec7" + "0" * 58
+
+
+def cell_run(tmp_path: Path, env: dict[str, str] | None = None, **options: str):
+    """The cell command as a case command runs it in the campaign template: the selection's digest in its env."""
     contract = write_contract(CONTRACT, tmp_path / "contract.json")
-    return run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop", **options}, actions_env())
+    env = {**actions_env(), "TESTOPS_EVIDENCE_SELECTION_SHA256": DIGEST} if env is None else env
+    return run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop", **options}, env)
 
 
 @pytest.mark.parametrize("source", ["junit", "allure-results"])
@@ -49,17 +54,32 @@ def test_cell_from_a_real_report(tmp_path: Path, reports: Path, source: str) -> 
     assert (result.key, result.disposition) == ("budget-stop", "behavior_failure")
     assert result.document["source-sha"] == HEAD_SHA  # GITHUB_SHA of the worker job
     assert result.document["run-attempt"] == 1
+    assert result.document["selection-sha256"] == DIGEST
     assert {c["id"]: c["passed"] for c in result.document["checks"]} == {"stopped-at-budget": True,
                                                                         "spend-reported": False}
     assert "behavior failure" in run.summary
 
 
-def test_the_profile_comes_from_the_selection(tmp_path: Path, reports: Path) -> None:
-    selection, _digest = make_selection(tmp_path, CONTRACT, actions_env())
+def test_the_profile_and_digest_come_from_the_selection(tmp_path: Path, reports: Path) -> None:
+    selection, digest = make_selection(tmp_path, CONTRACT, actions_env())
     out = tmp_path / "cell.json"
-    run = cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out), **{"selection-path": str(selection)})
-    assert run.exit_code == 0
-    assert json.loads(out.read_text())["profile"] == dict(CONTRACT.profile)
+    run = cell_run(tmp_path, actions_env(), junit=str(reports / "report.xml"), out=str(out),
+                   **{"selection-path": str(selection)})
+    assert run.exit_code == 0, run.summary
+    written = json.loads(out.read_text())
+    assert (written["profile"], written["selection-sha256"]) == (dict(CONTRACT.profile), digest)
+    # With a digest too, the file is re-hashed against it: a selection file that changed is refused.
+    other = tmp_path / "other.json"
+    run = cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(other), **{"selection-path": str(selection)})
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.digest")
+    assert not other.exists()
+
+
+def test_a_cell_without_its_selection_digest_is_refused(tmp_path: Path, reports: Path) -> None:
+    out = tmp_path / "cell.json"
+    run = cell_run(tmp_path, actions_env(), junit=str(reports / "report.xml"), out=str(out))
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "input.selection-sha256")
+    assert "TESTOPS_EVIDENCE_SELECTION_SHA256" in run.summary and not out.exists()
 
 
 def test_a_cell_is_written_once(tmp_path: Path, reports: Path) -> None:

@@ -167,14 +167,15 @@ def runner(docker: list[str], tmp_path: Path) -> Iterator[Runner]:
         yield Runner(docker, tmp_path, github, run["id"], defaults)
 
 
-def write_cells(workspace: Path, selection: dict[str, Any], failing: str) -> None:
+def write_cells(workspace: Path, selection: dict[str, Any], digest: str, failing: str) -> None:
     """What the matrix workers would have uploaded: one cell result per selected case."""
     cells = workspace / "cell-results"
     cells.mkdir()
     for row in selection["cases"]:
         ok = row["key"] != failing
         cell = {
-            "schema": "testops-evidence/cell-result/v1", "case": row["key"], "attempt-id": f"a-{row['key']}",
+            "schema": "testops-evidence/cell-result/v2", "selection-sha256": digest, "case": row["key"],
+            "attempt-id": f"a-{row['key']}",
             "disposition": "passed" if ok else "behavior_failure",
             "started-at": "2026-12-01T10:00:00Z", "finished-at": "2026-12-01T10:02:00Z",
             "source-sha": selection["context"]["head-sha"], "profile": selection["profile"],
@@ -208,7 +209,7 @@ def test_the_image_runs_a_files_campaign_as_the_runner_runs_it(runner: Runner) -
     assert (tokened.exit_code, tokened.outputs["error-code"]) == (3, "worker.token_present")
     assert "worker.token_present" in tokened.summary
 
-    write_cells(runner.workspace, selection, failing="budget-stop")
+    write_cells(runner.workspace, selection, select.outputs["selection-sha256"], failing="budget-stop")
     export = runner.step("export", {"mode": "export", "selection-path": select.outputs["selection-path"],
                                     "selection-sha256": select.outputs["selection-sha256"],
                                     "fail-on-failed-cases": "false"})

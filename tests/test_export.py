@@ -16,6 +16,7 @@ from evidence_support import (
     HEAD_SHA,
     SENTINEL,
     actions_env,
+    bound_to,
     cell,
     check_golden,
     make_selection,
@@ -42,7 +43,7 @@ def prepare(tmp_path: Path, cells: list[dict[str, Any]] | None = None, contract=
             cell(contract, "get-task-context"),
             cell(contract, "budget-stop", disposition="behavior_failure", failed=["spend-reported"]),
         ]
-    write_cells(tmp_path / "cell-results", cells)
+    write_cells(tmp_path / "cell-results", cells, digest)
     options = {
         "contract": str(contract_path),
         "selection-path": str(selection),
@@ -147,20 +148,33 @@ def test_fail_on_failed_cases_false_turns_exit_one_into_zero(tmp_path: Path) -> 
     assert (run.exit_code, run.outputs["all-passed"]) == (0, "false")
 
 
-def test_an_unsupported_pass_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    options, env = prepare(tmp_path, [cell(CONTRACT, "budget-stop", failed=["spend-reported"])])
+def broken_by(run: PhaseRun, options: dict[str, str], key: str, code: str) -> dict[str, Any]:
+    """The export went through; ``key`` is broken with ``code`` in its result, the receipt and the summary."""
+    assert run.exit_code == 1, run.summary
+    result = results_by_key(Path(options["results-dir"]))[key]
+    assert result["status"] == "broken" and code in result["statusDetails"]["message"]
+    row = next(r for r in load_receipt(options["results-dir"] + "-receipt.json").results if r["key"] == key)
+    assert (row["status"], row["reason"], row["code"]) == ("broken", "invalid_cell", code)
+    line = next(line for line in run.summary.splitlines() if f"| {key} |" in line)
+    assert code in line
+    return result
+
+
+def test_an_unsupported_pass_breaks_its_case_and_the_others_are_exported(tmp_path: Path) -> None:
+    options, env = prepare(tmp_path, [cell(CONTRACT, "budget-stop", failed=["spend-reported"]),
+                                      cell(CONTRACT, "get-task-context")])
     run = export(tmp_path, options, env)
-    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.unsupported_pass")
-    assert not Path(options["results-dir"]).exists()
-    assert not Path(options["results-dir"] + "-receipt.json").exists()
-    assert run.failure()["code"] == "export.unsupported_pass"
+    broken_by(run, options, "budget-stop", "export.unsupported_pass")
+    assert results_by_key(Path(options["results-dir"]))["get-task-context"]["status"] == "passed"
+    assert (run.outputs["passed-count"], run.outputs["broken-count"]) == ("1", "2")
 
 
-def test_a_cell_of_another_commit_is_refused(tmp_path: Path) -> None:
+def test_a_cell_of_another_commit_breaks_its_case(tmp_path: Path) -> None:
     options, env = prepare(tmp_path, [cell(CONTRACT, "budget-stop", sha="f" * 40)])
     run = export(tmp_path, options, env)
-    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_binding")
-    assert "budget-stop/source-sha" in run.summary
+    result = broken_by(run, options, "budget-stop", "export.cell_binding")
+    evidence = json.loads((Path(options["results-dir"]) / result["attachments"][0]["source"]).read_text())
+    assert evidence["recorded"] is False and evidence["rejected-cell"]["code"] == "export.cell_binding"
 
 
 def test_a_non_empty_results_dir_is_refused_but_an_empty_one_is_used(tmp_path: Path) -> None:
@@ -285,11 +299,107 @@ def test_environment_properties_are_escaped_as_java_properties(value: str, escap
     assert escape_property(value, key=False) == escaped
 
 
-def test_a_cell_measured_in_another_run_attempt_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    # The selection is of attempt 1 (first-only); the cell says a re-run (attempt 2) measured it.
+def test_a_cell_measured_in_another_run_attempt_breaks_its_case(tmp_path: Path) -> None:
+    # The selection is of attempt 1 (first-only); the cell of this selection says attempt 2 measured it.
     cells = [cell(CONTRACT, "get-task-context", **{"run-attempt": 2})]
     options, env = prepare(tmp_path, cells)
     run = export(tmp_path, options, env)
-    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_binding")
-    assert run.failure() is not None and run.failure()["field"] == "get-task-context/run-attempt"  # type: ignore[index]
+    broken_by(run, options, "get-task-context", "export.cell_binding")
+    assert "get-task-context/run-attempt" in run.summary or "run attempt 2" in run.summary
+
+
+# --- issue 12: replays and per-worker artifacts -------------------------------------------------------------
+
+
+def test_a_passed_cell_saved_from_an_earlier_run_is_refused_as_a_replay(tmp_path: Path) -> None:
+    """Issue 12, failure 2: same commit and profile, another run; before cell v2 it was exported as passed."""
+    (tmp_path / "earlier").mkdir()
+    _, earlier_digest = make_selection(tmp_path / "earlier", CONTRACT, actions_env(GITHUB_RUN_ID="9100200111"))
+    replayed = cell(CONTRACT, "budget-stop", selection_sha256=earlier_digest)  # passed, from the earlier run
+    options, env = prepare(tmp_path, [cell(CONTRACT, "get-task-context"), replayed])
+    run = export(tmp_path, options, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_selection")
+    assert "budget-stop/selection-sha256" in run.summary
     assert not Path(options["results-dir"]).exists()
+
+
+def worker_artifacts(tmp_path: Path, artifacts: dict[str, dict[str, dict[str, Any]]]) -> tuple[dict[str, str],
+                                                                                              dict[str, str]]:
+    """An export whose cell-results holds one directory per worker artifact: {job: {file name: cell}}."""
+    options, env = prepare(tmp_path, [])
+    root = Path(options["cell-results"])
+    digest = options["selection-sha256"]
+    for job, files in artifacts.items():
+        directory = root / f"testops-evidence-cells-1-{job}"
+        directory.mkdir(parents=True)
+        for name, document in files.items():
+            (directory / name).write_text(json.dumps(bound_to(document, digest)))
+    return {**options, "artifact-prefix": "testops-evidence"}, env
+
+
+def test_per_worker_artifacts_bind_each_cell_to_the_job_that_owns_its_case(tmp_path: Path) -> None:
+    options, env = worker_artifacts(tmp_path, {
+        "native-get-task-context": {"get-task-context.json": cell(CONTRACT, "get-task-context")},
+        "native-budget-stop": {"budget-stop.json": cell(CONTRACT, "budget-stop", disposition="behavior_failure",
+                                                        failed=["spend-reported"])},
+        # external-company-credential-approval uploaded nothing: its case is not recorded
+    })
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    statuses = {key: r["status"] for key, r in results_by_key(Path(options["results-dir"])).items()}
+    assert statuses == {"get-task-context": "passed", "budget-stop": "failed", "company-credential-approval": "broken"}
+    rows = {r["key"]: r for r in load_receipt(options["results-dir"] + "-receipt.json").results}
+    assert rows["budget-stop"]["worker"] == "native-budget-stop"
+    assert "per worker: 2 of 3 worker artifacts present" in run.summary
+
+
+def test_a_worker_that_writes_another_cases_cell_refuses_the_export(tmp_path: Path) -> None:
+    """Issue 12, failure 1: the worker of get-task-context writes a passed cell for budget-stop, which
+    failed. Before, the merged download let the forged file replace the real one and the run was green."""
+    options, env = worker_artifacts(tmp_path, {
+        "native-get-task-context": {"get-task-context.json": cell(CONTRACT, "get-task-context"),
+                                    "budget-stop.json": cell(CONTRACT, "budget-stop", attempt="forged")},
+        "native-budget-stop": {"budget-stop.json": cell(CONTRACT, "budget-stop", disposition="behavior_failure",
+                                                        failed=["spend-reported"])},
+    })
+    run = export(tmp_path, options, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_origin")
+    failure = run.failure()
+    assert failure is not None and (failure["expected"], failure["actual"]) == (
+        "native-budget-stop", "native-get-task-context")
+    assert not Path(options["results-dir"]).exists()
+
+
+@pytest.mark.parametrize(("artifacts", "code"), [
+    ({"native-someone-else": {"get-task-context.json": {}}}, "export.worker_artifact"),  # not a job of the plan
+    ({"native-get-task-context": {"notes.txt": {}}}, "export.worker_artifact"),  # not part of the layout
+    ({"native-get-task-context": {"get-task-context.json": "budget-stop"}}, "export.cell_origin"),  # path vs content
+    ({"native-get-task-context": {"case-00099.json": {"case": "case-00099"}}}, "export.foreign_cell"),  # unselected
+])
+def test_a_worker_artifact_outside_the_plan_or_layout_refuses_the_export(tmp_path: Path, artifacts: dict[str, Any],
+                                                                        code: str) -> None:
+    resolved = {job: {name: (cell(CONTRACT, doc) if isinstance(doc, str) else
+                             {**cell(CONTRACT, "get-task-context"), **doc})
+                      for name, doc in files.items()} for job, files in artifacts.items()}
+    options, env = worker_artifacts(tmp_path, resolved)
+    run = export(tmp_path, options, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, code), run.summary
+    assert not Path(options["results-dir"]).exists()
+
+
+def test_a_shard_artifact_holds_the_cells_of_all_its_cases(tmp_path: Path) -> None:
+    contract = small_contract(cases=300)  # 298 native cases: packed into shards of two
+    options, env = prepare(tmp_path, [], contract=contract)
+    from testops_evidence.evidence.matrix import plan_matrices
+
+    jobs = plan_matrices(list(contract.cases), contract.lanes).jobs()
+    first = next(job for job in jobs if job.startswith("native-shard-"))
+    directory = Path(options["cell-results"]) / f"testops-evidence-cells-1-{first}"
+    directory.mkdir(parents=True)
+    for key in jobs[first]:
+        (directory / f"{key}.json").write_text(json.dumps(bound_to(cell(contract, key), options["selection-sha256"])))
+    run = export(tmp_path, {**options, "artifact-prefix": "testops-evidence"}, env)
+    assert run.exit_code == 1, run.summary
+    passed = [r["key"] for r in load_receipt(options["results-dir"] + "-receipt.json").results
+              if r["status"] == "passed"]
+    assert sorted(passed) == sorted(jobs[first]) and len(passed) == 2

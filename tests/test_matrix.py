@@ -30,7 +30,7 @@ def test_the_example_contract_gets_one_job_per_case_per_lane() -> None:
     assert (native.max_parallel, external.max_parallel) == (4, 1)
     assert not native.sharded and not external.sharded
     assert native.include[0] == {
-        "key": "get-task-context", "testops-id": 194, "full-name": "agents/protocol/get-task-context",
+        "job": "native-get-task-context", "key": "get-task-context", "testops-id": 194, "full-name": "agents/protocol/get-task-context",
         "title": "Get task context", "lane": "native", "credentials": ["ANTHROPIC_API_KEY"],
         "timeout-minutes": 8, "keys": ["get-task-context"],
     }
@@ -62,8 +62,8 @@ def test_shard_rows_carry_their_keys_credentials_and_summed_timeout() -> None:
     lane = plan_matrices(contract.cases, contract.lanes).lane("native")
     first = lane.include[0]
     members = [contract.case(key) for key in first["keys"]]
-    assert sorted(first) == ["credentials", "keys", "lane", "shard", "shards", "timeout-minutes"]
-    assert (first["shard"], first["shards"], first["lane"]) == (1, lane.jobs, "native")
+    assert sorted(first) == ["credentials", "job", "keys", "lane", "shard", "shards", "timeout-minutes"]
+    assert (first["job"], first["shard"], first["shards"], first["lane"]) == ("native-shard-1", 1, lane.jobs, "native")
     assert first["timeout-minutes"] == sum(case.timeout_minutes for case in members)
     assert first["credentials"] == sorted({c for case in members for c in case.credentials})
 
@@ -125,3 +125,20 @@ def test_case_rows_copy_the_contract_values() -> None:
     assert row["credentials"] == ["ANTHROPIC_API_KEY", "PAPERCLIP_RUNNER_KEY"]
     assert row["credentials"] is not case.credentials
     assert MAX_MATRIX_JOBS == 256
+
+
+def test_every_case_is_owned_by_exactly_one_worker_job_sharded_or_not() -> None:
+    """The plan is the worker binding (issue 12): export accepts a case's cell only from its owner's artifact."""
+    for count in (3, 600):
+        contract = contract_of(big_document(count, external_every=7))
+        plan = plan_matrices(contract.cases, contract.lanes)
+        jobs = plan.jobs()
+        owners = plan.owners()
+        assert sorted(owners) == sorted(case.key for case in contract.cases)
+        assert sum(len(keys) for keys in jobs.values()) == count  # no case in two jobs
+        assert len(jobs) == sum(plan.lane(lane).jobs for lane in ("native", "external"))
+        for job, keys in jobs.items():
+            assert all(owners[key] == job for key in keys)
+            assert job.startswith(contract.case(keys[0]).lane + "-")
+        # Recomputing the plan from the same cases (what export does) names the same owners.
+        assert plan_matrices(contract.cases, contract.lanes).owners() == owners

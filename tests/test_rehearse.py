@@ -85,11 +85,23 @@ def test_each_rehearsal_gets_a_fresh_directory(tmp_path: Path) -> None:
 def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> None:
     examples = tmp_path / "examples"
     shutil.copytree(EXAMPLES, examples)
+    # A cell saved from another run (another selection's digest) among the shipped reports: a replay.
+    replayed = {"schema": "testops-evidence/cell-result/v2", "selection-sha256": "0" * 64,
+                "case": "company-credential-approval"}
+    (examples / "cell-results" / "company-credential-approval" / "replayed.json").write_text(json.dumps(replayed))
+    run = rehearse(tmp_path, examples=examples, report="never")
+    assert run.exit_code == 3, run.log[-3000:]
+    assert "stopped at `export`" in run.log
+    assert "export.cell_selection" in run.log
+
+
+def test_a_broken_report_breaks_its_case_and_the_rehearsal_still_agrees(tmp_path: Path) -> None:
+    examples = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, examples)
     (examples / "cell-results" / "company-credential-approval" / "junit.xml").write_text(
         '<!DOCTYPE x [<!ENTITY a "a">]><testsuite/>')
     run = rehearse(tmp_path, examples=examples, report="never")
-    assert run.exit_code == 2, run.log[-3000:]
-    assert "stopped at `export`" in run.log
+    assert run.exit_code == 0, run.log[-3000:]
     assert "export.adapter" in run.log
 
 

@@ -100,7 +100,8 @@ def _documents() -> list[tuple[str, Any]]:
     return [
         ("contract", dict(contract.document)),
         ("selection", selection),
-        ("cell-result", cell(small, "get-task-context")),
+        ("cell-result", cell(small, "get-task-context", selection_sha256="5e1ec7" + "0" * 58)),
+        ("cell-result-v1", result_document(cells[0])["cell"]),
         ("import-intent", intent_document(cells)),
         ("remote-result", result_document(cells[0])),
         ("remote-host", host_document(cells)),

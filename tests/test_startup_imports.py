@@ -118,7 +118,7 @@ def test_verify_selection_that_needs_the_full_check_still_imports_no_network_lib
 def test_export_imports_no_network_library(tmp_path: Path, bare: set[str]) -> None:
     contract = small_contract()
     selection, digest = make_selection(tmp_path, contract, actions_env())
-    cells = write_cells(tmp_path / "cells", [cell(contract, c.key) for c in contract.cases])
+    cells = write_cells(tmp_path / "cells", [cell(contract, c.key) for c in contract.cases], digest)
     env = worker_env(tmp_path, MODE="export", CONTRACT=str(write_contract(contract, tmp_path / "contract.json")),
                      **{"SELECTION-PATH": str(selection), "SELECTION-SHA256": digest, "CELL-RESULTS": str(cells),
                         "RESULTS-DIR": str(tmp_path / "allure-results")})

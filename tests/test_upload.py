@@ -32,7 +32,7 @@ def exported(tmp_path: Path) -> dict[str, str]:
     write_cells(tmp_path / "cells", [
         cell(CONTRACT, "get-task-context"),
         cell(CONTRACT, "budget-stop", disposition="behavior_failure", failed=["spend-reported"]),
-    ])
+    ], digest)
     options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
                "results-dir": str(tmp_path / "allure-results"), "state-dir": str(tmp_path / "state"),
                "backend": "files"}
@@ -169,7 +169,7 @@ def test_golden_upload_and_verify_summaries(tmp_path: Path) -> None:
     selection, digest = make_selection(tmp_path, CONTRACT, env)
     write_cells(tmp_path / "cells", [cell(CONTRACT, "get-task-context"),
                                      cell(CONTRACT, "budget-stop", disposition="behavior_failure",
-                                          failed=["spend-reported"])])
+                                          failed=["spend-reported"])], digest)
     options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
                "results-dir": str(tmp_path / "allure-results"), "state-dir": str(tmp_path / "state"),
                "backend": "files"}

@@ -25,9 +25,10 @@ TEMPLATES = ROOT / "workflows-templates"
 ACTION = "testops-evidence/testops-evidence/composite"
 THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact))@([0-9a-f]{40})$")
 # Jobs that may see the TestOps token; every other job must not even mention it.
-# A matrix row's identity: the case key, or the shard number for a packed row (evidence/matrix.py).
-# (Not strategy.job-index: act leaves it empty, and a name is clearer in the artifact list anyway.)
-MATRIX_ID = "${{ matrix.key || format('shard-{0}', matrix.shard) }}"
+# A matrix row's identity: the plan's worker job (`<lane>-<key>` or `<lane>-shard-<n>`, evidence/matrix.py),
+# which also names its cell artifact. (Not strategy.job-index: act leaves it empty, and export binds cells
+# to the plan's job names.)
+MATRIX_ID = "${{ matrix.job }}"
 TOKEN_JOBS = {"campaign.yml": {"select", "publish"}, "bootstrap.yml": {"bootstrap"}, "import.yml": set()}
 
 
@@ -183,7 +184,8 @@ def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, st
     env_spec = next(s for s in step if s.get("name") == "run the cases")["env"]
     env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
-           "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"]}
+           "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"],
+           "SELECTION_SHA256": "5e1ec7" + "0" * 58}
     return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
                           text=True, check=False)
 

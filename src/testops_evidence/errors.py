@@ -42,21 +42,31 @@ EXIT_ADVICE: dict[int, str] = {
 }
 
 
+# What a refusal means for an export (docs/errors.md, column "in export"): a code found in one cell either
+# makes only that cell's case broken (a harness bug cannot change any other verdict), or refuses the whole
+# export (the cell's origin is in doubt: it could be an attempt to change another case's verdict).
+SCOPE_CASE = "case"
+SCOPE_EXPORT = "export"
+
+
 class CodeSpec:
-    """One registered code: its exit code, its meaning, its usual cause and the operator's next step
-    (docs/errors.md and docs/troubleshooting.md are generated from these)."""
+    """One registered code: its exit code, its meaning, its usual cause, the operator's next step (docs/errors.md
+    and docs/troubleshooting.md are generated from these) and, for a code export meets in a cell, whether the
+    case or the whole export is refused (``scope``)."""
 
-    __slots__ = ("cause", "code", "exit_code", "hint", "meaning")
+    __slots__ = ("cause", "code", "exit_code", "hint", "meaning", "scope")
 
-    def __init__(self, code: str, exit_code: int, meaning: str, hint: str = "", cause: str = "") -> None:
+    def __init__(self, code: str, exit_code: int, meaning: str, hint: str = "", cause: str = "",
+                 scope: str = "") -> None:
         self.code = code
         self.exit_code = exit_code
         self.meaning = meaning
         self.hint = hint
         self.cause = cause
+        self.scope = scope
 
-    def _key(self) -> tuple[str, int, str, str, str]:
-        return (self.code, self.exit_code, self.meaning, self.hint, self.cause)
+    def _key(self) -> tuple[str, int, str, str, str, str]:
+        return (self.code, self.exit_code, self.meaning, self.hint, self.cause, self.scope)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CodeSpec) and self._key() == other._key()
@@ -66,11 +76,12 @@ class CodeSpec:
 
     def __repr__(self) -> str:
         return (f"CodeSpec(code={self.code!r}, exit_code={self.exit_code!r}, meaning={self.meaning!r}, "
-                f"hint={self.hint!r}, cause={self.cause!r})")
+                f"hint={self.hint!r}, cause={self.cause!r}, scope={self.scope!r})")
 
 
-def _spec(code: str, exit_code: int, meaning: str, hint: str = "", *, cause: str = "") -> tuple[str, CodeSpec]:
-    return code, CodeSpec(code, exit_code, meaning, hint, cause)
+def _spec(code: str, exit_code: int, meaning: str, hint: str = "", *, cause: str = "",
+          scope: str = "") -> tuple[str, CodeSpec]:
+    return code, CodeSpec(code, exit_code, meaning, hint, cause, scope)
 
 
 _U, _I, _R = EXIT_USAGE, EXIT_INTEGRITY, EXIT_REMOTE
@@ -233,30 +244,72 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Make the case command write TESTOPS_EVIDENCE_CELL_RESULT, even when the case fails.",
               cause="The case command crashed or timed out before writing, or wrote to another path."),
         # --- export --------------------------------------------------------------------------------
-        _spec("export.cell_binding", _I, "a cell result belongs to another case, run, commit or profile",
-              "Have the case command copy TESTOPS_EVIDENCE_CASE, _SOURCE_SHA, _PROFILE and _ATTEMPT_ID into the "
-              "cell result unchanged, and never reuse a cell from another run.",
-              cause="A cell result written from hard-coded values, or copied from an earlier run."),
+        # A cell proven to be of this selection and from the worker that owns its case can only be wrong
+        # about its own case: its defects make that case broken (scope "case"). A cell whose selection,
+        # case or origin is in doubt could be an attempt to change another verdict: the whole export is
+        # refused (scope "export").
+        _spec("export.cell_selection", _I, "a cell result was made for another selection (another run, attempt "
+              "or campaign): a replay",
+              "Find out where the cell came from: every cell carries the `selection-sha256` of the selection its "
+              "worker ran, and only this run's selection counts.",
+              cause="A cell result saved from an earlier run and copied in, or a harness that hard-codes the "
+                    "digest instead of reading TESTOPS_EVIDENCE_SELECTION_SHA256.", scope=SCOPE_EXPORT),
+        _spec("export.foreign_cell", _I, "a cell result is for a case this selection does not select",
+              "Write cells only for the cases the worker ran; a split campaign (`cases:`) exports each selection "
+              "with its own cells.",
+              cause="Cells of another selection of the same campaign in the same directory, or a worker writing "
+                    "cells for cases it was not given.", scope=SCOPE_EXPORT),
+        _spec("export.cell_origin", _I, "a cell result for a case arrived from a worker job the matrix plan did "
+              "not assign that case to",
+              "A worker wrote evidence for a case it did not run: treat the code it ran (the agent under test) as "
+              "compromised, inspect its job, and run the campaign again.",
+              cause="An agent or case command that wrote another case's cell (or a file named for one case holding "
+                    "another's cell) into its artifact.", scope=SCOPE_EXPORT),
+        _spec("export.worker_artifact", _I, "a worker artifact is not in the matrix plan, or holds a file the "
+              "layout does not allow",
+              "Download only the campaign's cell artifacts, each into its own directory (no merge-multiple); keep "
+              "other material in `<case>/` directories or in another artifact.",
+              cause="An artifact uploaded under the campaign's cell prefix by something other than a worker job, "
+                    "or a worker that wrote files beside its cells.", scope=SCOPE_EXPORT),
+        _spec("export.unattributed", _I, "a file in cell-results cannot be attributed to one selected case",
+              "Keep only cell results, and reports in directories named by case keys, in cell-results.",
+              cause="A stray file at the top of cell-results, or reports in a directory not named by a case key.",
+              scope=SCOPE_EXPORT),
+        _spec("export.duplicate_cell", _I, "two cell results for the same case, or two sharing an attempt id",
+              "Write one cell result per case and attempt; remove the stray file the refusal names from the "
+              "cell-results directory.",
+              cause="A case command that ran twice into the same directory, or two artifacts merged over each other.",
+              scope=SCOPE_EXPORT),
+        _spec("export.cell_version", _I, "a cell result uses the retired cell-result/v1 format",
+              "Write testops-evidence/cell-result/v2: add `selection-sha256` (the case's "
+              "TESTOPS_EVIDENCE_SELECTION_SHA256, the select job's output) and set `schema` to v2; "
+              "`testops-evidence cell` writes v2.",
+              cause="A harness written for 0.1, whose cells name no selection.", scope=SCOPE_CASE),
+        _spec("export.cell_invalid", _I, "a cell result is not valid cell-result/v2 JSON",
+              "Fix the field the refusal names; docs/evidence.md shows a valid cell result (or write it with "
+              "`testops-evidence cell`).",
+              cause="A hand-written cell result with a missing field, a wrong time format or a wrong type, or a "
+                    "file cut off when its case timed out.", scope=SCOPE_CASE),
+        _spec("export.cell_binding", _I, "a cell result of this selection names another commit, profile or run "
+              "attempt",
+              "Have the case command copy TESTOPS_EVIDENCE_SOURCE_SHA and _PROFILE into the cell result "
+              "unchanged.",
+              cause="A cell result written from hard-coded values, or a harness that evaluated another checkout.",
+              scope=SCOPE_CASE),
         _spec("export.check_binding", _I, "a cell result's checks differ from the contract's checks",
               "Make the harness report exactly the check ids of the case's contract entry, each once (the "
               "refusal names the missing, extra or repeated id).",
-              cause="A check renamed in the harness but not in the contract (or the reverse)."),
+              cause="A check renamed in the harness but not in the contract (or the reverse).", scope=SCOPE_CASE),
         _spec("export.unsupported_pass", _I, "a cell says passed without complete passing evidence",
               "Fix the harness so that `disposition: passed` is written only when every contract check passed; "
               "write `behavior_failure` otherwise.",
-              cause="A harness that writes `passed` from its exit code while a check failed or was not measured."),
-        _spec("export.cell_invalid", _I, "a cell result does not match the cell-result/v1 schema",
-              "Fix the field the refusal names; docs/evidence.md shows a valid cell result (or write it with "
-              "`testops-evidence cell`).",
-              cause="A hand-written cell result with a missing field, a wrong time format or a wrong type."),
-        _spec("export.duplicate_cell", _I, "two cell results for the same case",
-              "Write one cell result per case and attempt; remove the stray file the refusal names from the "
-              "cell-results directory.",
-              cause="A case command that ran twice into the same directory, or two artifacts merged over each other."),
+              cause="A harness that writes `passed` from its exit code while a check failed or was not measured.",
+              scope=SCOPE_CASE),
         _spec("export.adapter", _U, "a JUnit XML or allure-results input cannot be adapted",
               "Check the report file the refusal names: it must be JUnit XML or allure-results whose test names "
               "map to the case's checks (docs/evidence.md, adapters).",
-              cause="An empty report directory, a report of another tool, or test names that map to no check."),
+              cause="An empty report directory, a report of another tool, or test names that map to no check.",
+              scope=SCOPE_CASE),
         _spec("export.receipt", _I, "the export receipt is invalid or does not match the selection",
               "Upload the receipt that export wrote beside the results, unchanged, from the same run attempt.",
               cause="The receipt was edited, or the results artifact of another attempt was downloaded."),

@@ -111,11 +111,16 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("selection-path", "select / verify-selection / export: the selection file; cell: the verified "
               "selection to bind the cell result to (optional).",
               "testops-evidence-selection.json", ("select", "verify-selection", "export", "cell"), kind="path"),
-    InputSpec("selection-sha256", "verify-selection: the digest passed as the select job's output.", "",
-              ("verify-selection", "export")),
+    InputSpec("selection-sha256", "verify-selection / export: the digest passed as the select job's output; "
+              "cell: the digest of the selection the cell belongs to (else TESTOPS_EVIDENCE_SELECTION_SHA256, else "
+              "the digest of `selection-path`).", "", ("verify-selection", "export", "cell")),
     # --- export / upload / verify
-    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v1, JUnit XML, or "
+    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, JUnit XML, or "
               "allure-results per case).", "cell-results", ("export",), kind="path"),
+    InputSpec("artifact-prefix", "export: the campaign's artifact prefix. When set, `cell-results` holds one "
+              "directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` (download-artifact without "
+              "merge-multiple), and a cell is accepted only from the worker job the matrix plan assigned its "
+              "case to. Empty: the cells are read as one trust domain.", "", ("export",)),
     InputSpec("results-dir", "export / upload: the allure-results directory.", "allure-results",
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",

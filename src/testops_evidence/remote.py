@@ -393,7 +393,8 @@ def validate_cell(
     body = result.body
     _validate("remote-result", body, "import.document", "the result document")
     with _recoded("import.document", "the result's cell"):
-        checked = cells.validate_cell(body["cell"], result.path, sha256=result.sha256, origin="remote")
+        checked = cells.validate_cell(body["cell"], result.path, sha256=result.sha256, origin="remote",
+                                       schema="cell-result-v1")
     cell = body["cell"]
     execution_id = files.execution_id
     if body["execution-id"] != execution_id:

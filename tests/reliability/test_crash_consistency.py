@@ -178,7 +178,7 @@ def test_exports_are_never_torn(tmp_path: Path) -> None:
     selection, digest = make_selection(tmp_path, contract, env)
     write_cells(tmp_path / "cells", [cell(contract, "get-task-context"),
                                      cell(contract, "budget-stop", disposition="behavior_failure",
-                                          failed=["spend-reported"])])
+                                          failed=["spend-reported"])], digest)
     options = {"contract": str(write_contract(contract, tmp_path / "contract.json")),
                "selection-path": str(selection), "selection-sha256": digest,
                "cell-results": str(tmp_path / "cells")}

@@ -8,6 +8,7 @@ selection, export-receipt, ledger, github-run, github-artifact, testops-page, ca
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import warnings
@@ -35,7 +36,7 @@ from testops_evidence.evidence.adapters.allure_results import parse_results
 from testops_evidence.evidence.adapters.junit import parse_junit
 from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
 from testops_evidence.evidence.catalog import filter_catalog
-from testops_evidence.evidence.cells import adapted_cell, bind_cells, cell_from_bytes, verdict
+from testops_evidence.evidence.cells import Binding, CellFile, adapted_cell, admit, verdict
 from testops_evidence.evidence.receipt import bind_receipt, receipt_from_bytes
 from testops_evidence.evidence.selection import load_selection, validate_against
 from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
@@ -178,12 +179,15 @@ def test_fuzz_cell_result(fuzz: Targets, data: st.DataObject) -> None:
     target = fuzz.target("cell-result")
     raw = data.draw(document_bytes(corpus.cell_document()))
     contract = corpus.contract()
+    binding = Binding(corpus.SELECTION_SHA256, corpus.env()["GITHUB_SHA"], contract.profile, contract.cases)
     with target.example("export"):
-        cell = cell_from_bytes(raw, "cells/fuzzed.json")
-        bound = bind_cells([cell], selected=contract.cases, head_sha=corpus.env()["GITHUB_SHA"],
-                           profile=contract.profile)
-        for case in contract.cases:
-            verdict(bound.get(case.key), case)
+        # As export reads it: attributed by its content (merged layout), then by its path (a worker artifact).
+        for item in (CellFile("cells/fuzzed.json", data=raw),
+                     CellFile("w/get-task-context.json", case="get-task-context", worker="native-1", data=raw)):
+            owners = {case.key: "native-1" for case in contract.cases} if item.worker else None
+            bound = admit([item], dataclasses.replace(binding, owners=owners))
+            for case in contract.cases:
+                verdict(bound.get(case.key), case)
 
 
 HOSTILE_XML = (
@@ -201,8 +205,8 @@ HOSTILE_XML = (
 def adapt(case_key: str, outcomes: list, inputs: list[tuple[str, str]]) -> None:
     case = corpus.example_contract().case(case_key)
     document = build_cell(case, outcomes, source_sha=corpus.env()["GITHUB_SHA"],
-                          profile=corpus.example_contract().profile, inputs=inputs, fallback_time=1_796_119_500.0,
-                          origin="fuzz")
+                          profile=corpus.example_contract().profile, inputs=inputs,
+                          selection_sha256=corpus.SELECTION_SHA256, fallback_time=1_796_119_500.0, origin="fuzz")
     adapted_cell(document, case_key, inputs, "fuzz")
 
 

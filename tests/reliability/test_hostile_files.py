@@ -103,7 +103,7 @@ class Workspace:
         self.contract = small_contract()
         self.contract_path = write_contract(self.contract, self.work / "contract.json")
         self.selection, self.digest = make_selection(self.work, self.contract, self.env)
-        write_cells(self.work / "cells", [cell(self.contract, "get-task-context")])
+        write_cells(self.work / "cells", [cell(self.contract, "get-task-context")], self.digest)
 
     def options(self, **changes: Any) -> dict[str, Any]:
         base = {"contract": str(self.contract_path), "selection-path": str(self.selection),
@@ -180,7 +180,7 @@ def test_a_hostile_cell_result_is_refused(ws: Workspace, kind: str) -> None:
 
 def test_a_symlinked_cell_directory_is_refused(ws: Workspace) -> None:
     real = ws.outside / "more-cells"
-    write_cells(real, [cell(ws.contract, "budget-stop")])
+    write_cells(real, [cell(ws.contract, "budget-stop")], ws.digest)
     (ws.work / "cells" / "budget-stop").symlink_to(real)
     refused_without_writing(ws, lambda: ws.run("export", ws.options()), "io.unsafe_path")
 

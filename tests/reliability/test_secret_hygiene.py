@@ -87,7 +87,7 @@ def test_worker_phases_and_check_leak_no_token(tmp_path: Path) -> None:
     env = {**actions_env(), **token_env(None, GH_SENTINEL)}
     selection, digest = make_selection(tmp_path, contract, env)
     contract_path = write_contract(contract, tmp_path / "contract.json")
-    write_cells(tmp_path / "cells", [cell(contract, key) for key in ("get-task-context", "budget-stop")])
+    write_cells(tmp_path / "cells", [cell(contract, key) for key in ("get-task-context", "budget-stop")], digest)
     base = {"contract": str(contract_path), "selection-path": str(selection), "selection-sha256": digest}
     runs = [
         run_mode("verify-selection", tmp_path, base, env),

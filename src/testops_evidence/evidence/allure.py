@@ -19,7 +19,7 @@ from typing import Any
 
 from testops_evidence import md
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import BoundCell, Verdict, epoch_ms
+from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict, epoch_ms
 
 FRAMEWORK = "testops-evidence"
 EVIDENCE_SCHEMA = "testops-evidence/evidence/v1"
@@ -87,7 +87,10 @@ class Binding:
 def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: BoundCell | None) -> dict[str, Any]:
     """The evidence attachment: binds one result to the selection, the run and the cell it came from."""
     cell_part: dict[str, Any] | None = None
-    if bound is not None:
+    rejected: dict[str, Any] | None = None
+    if bound is not None and bound.rejected is not None:
+        rejected = {**bound.rejected.summary_row(), "message": bound.rejected.refusal.message}
+    if bound is not None and bound.cell is not None:
         cell = bound.cell
         cell_part = {
             **cell.summary_row(),
@@ -112,19 +115,20 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
         "case": case.row(),
         "status": verdict.status,
         "reason": verdict.reason,
-        "recorded": bound is not None,
+        "recorded": cell_part is not None,
         "cell": cell_part,
+        "rejected-cell": rejected,
         "superseded": [c.summary_row() for c in bound.superseded] if bound is not None else [],
     }
 
 
-def _labels(binding: Binding, case: Case, bound: BoundCell | None) -> list[dict[str, str]]:
+def _labels(binding: Binding, case: Case, cell: CellResult | None) -> list[dict[str, str]]:
     labels: list[dict[str, str]] = []
     if case.testops_id is not None:
         # ALLURE_ID is the current name; AS_ID is what older TestOps servers and the prior art read.
         labels += [{"name": "ALLURE_ID", "value": str(case.testops_id)},
                    {"name": "AS_ID", "value": str(case.testops_id)}]
-    host = bound.cell.document.get("host") if bound is not None else None
+    host = cell.document.get("host") if cell is not None else None
     labels += [
         {"name": "parentSuite", "value": binding.campaign},
         {"name": "suite", "value": f"{case.lane} lane"},
@@ -140,20 +144,20 @@ def _labels(binding: Binding, case: Case, bound: BoundCell | None) -> list[dict[
     return labels
 
 
-def _parameters(binding: Binding, bound: BoundCell | None, evidence_sha256: str) -> list[dict[str, Any]]:
+def _parameters(binding: Binding, cell: CellResult | None, evidence_sha256: str) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
     ]
     params.append({"name": "source sha", "value": binding.head_sha})
     # Excluded parameters do not change historyId: they identify this attempt and its evidence, and let a
     # reader find the result's entry in the launch-level evidence bundle that upload sends to TestOps.
-    params.append({"name": "attempt", "value": bound.cell.attempt_id if bound is not None else "not recorded",
+    params.append({"name": "attempt", "value": cell.attempt_id if cell is not None else "not recorded",
                    "excluded": True})
     params.append({"name": "evidence sha256", "value": evidence_sha256, "excluded": True})
     return params
 
 
-def _description(binding: Binding, case: Case, bound: BoundCell | None) -> str:
+def _description(binding: Binding, case: Case, cell: CellResult | None, superseded: int) -> str:
     # Markdown (Allure and TestOps render it): every value from a contract, a run or a worker goes through md.
     profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items())))
     lines = [
@@ -161,19 +165,19 @@ def _description(binding: Binding, case: Case, bound: BoundCell | None) -> str:
         f"profile {profile}.",
         f"Evaluated commit {md.code(binding.head_sha)} in run {md.link(md.code(binding.run_url), binding.run_url)}.",
     ]
-    if bound is not None:
-        lines.append(f"Attempt {md.code(bound.cell.attempt_id)} ({md.text(bound.cell.origin)}, cell sha256 "
-                     f"{md.code(bound.cell.sha256)}).")
-        if bound.superseded:
-            lines.append(f"{len(bound.superseded)} earlier attempt(s) superseded; see the evidence attachment.")
+    if cell is not None:
+        lines.append(f"Attempt {md.code(cell.attempt_id)} ({md.text(cell.origin)}, cell sha256 "
+                     f"{md.code(cell.sha256)}).")
+        if superseded:
+            lines.append(f"{superseded} earlier attempt(s) superseded; see the evidence attachment.")
     if binding.local:
         lines.append("Local rehearsal: this evidence can never be published to TestOps.")
     return "\n\n".join(lines)
 
 
-def _steps(case: Case, bound: BoundCell | None, start: int, stop: int) -> list[dict[str, Any]]:
+def _steps(case: Case, cell: CellResult | None, start: int, stop: int) -> list[dict[str, Any]]:
     steps = []
-    checks = bound.cell.checks() if bound is not None else {}
+    checks = cell.checks() if cell is not None else {}
     for check_id, kind in case.checks.items():
         step: dict[str, Any] = {"name": f"{check_id} ({kind})", "stage": "finished", "start": start, "stop": stop,
                                 "steps": [], "attachments": [], "parameters": []}
@@ -202,8 +206,11 @@ def result_document(
     now_ms: int,
 ) -> dict[str, Any]:
     """One Allure result (the Allure 2 results format, read by Allure Report 2/3 and TestOps)."""
-    if bound is not None:
-        start, stop = epoch_ms(bound.cell.document["started-at"]), epoch_ms(bound.cell.document["finished-at"])
+    # A rejected cell (bound.rejected) is shown as nothing measured; its evidence names the refusal.
+    cell = bound.cell if bound is not None else None
+    superseded = len(bound.superseded) if bound is not None else 0
+    if cell is not None:
+        start, stop = epoch_ms(cell.document["started-at"]), epoch_ms(cell.document["finished-at"])
     else:
         start = stop = now_ms
     result: dict[str, Any] = {
@@ -214,16 +221,16 @@ def result_document(
         "fullName": case.full_name,
         "status": verdict.status,
         "stage": "finished",
-        "description": _description(binding, case, bound),
+        "description": _description(binding, case, cell, superseded),
         "start": start,
         "stop": stop,
-        "labels": _labels(binding, case, bound),
-        "parameters": _parameters(binding, bound, evidence_sha256),
+        "labels": _labels(binding, case, cell),
+        "parameters": _parameters(binding, cell, evidence_sha256),
         "links": [
             {"name": "CI run", "url": binding.run_url, "type": "link"},
             {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
         ],
-        "steps": _steps(case, bound, start, stop),
+        "steps": _steps(case, cell, start, stop),
         "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
                          "type": "application/json"}],
     }

@@ -1,20 +1,28 @@
-"""Cell results (``testops-evidence/cell-result/v1``): load, validate, bind to the selection, judge.
+"""Cell results (``testops-evidence/cell-result/v2``): read, attribute, admit, bind, judge.
 
-A cell result is what one worker measured for one case and attempt. Export trusts none of it until:
+A cell result is what one worker measured for one case and attempt. Export trusts none of it. Every
+cell file is first **attributed** to one case — by its path where the layout fixes it (a per-case
+directory; ``<case>.json`` in a worker's artifact), else by the ``case`` it names — and then **admitted**
+in two tiers (docs/errors.md, column "in export"):
 
-* it matches the JSON Schema (``export.cell_invalid``),
-* its case is selected, its ``source-sha`` is the selection's head SHA, its profile is the selection's
-  profile and its ``run-attempt``, if it names one, fits the selection's (``export.cell_binding``),
-* its checks are exactly the contract case's checks, each once (``export.check_binding``),
-* it is the only cell of its case (``export.duplicate_cell``) — except under ``run-attempts: any``, where
-  the attempt that finished last is chosen and the others are recorded as superseded.
+* *Its origin* (scope ``export``): the case must be selected (``export.foreign_cell``), the cell must
+  carry this selection's digest (``export.cell_selection``: a cell of another run, attempt or campaign is a
+  replay), it must come from the worker the matrix plan assigned the case to (``export.cell_origin``),
+  and a case has one cell (``export.duplicate_cell``). A failure here is a tampering signal: a worker may
+  be trying to change another case's verdict, so the whole export is refused.
+* *Its content* (scope ``case``): the schema version (``export.cell_version``), the schema and times
+  (``export.cell_invalid``), commit, profile and run attempt (``export.cell_binding``), exactly the
+  contract case's checks (``export.check_binding``), and no ``passed`` without every check passed
+  (``export.unsupported_pass``). A cell that passed the first tier can only be wrong about its own case:
+  its case is exported **broken** with the code, and every other case is still exported.
 
-:func:`verdict` then turns a bound cell (or its absence) into an Allure status; a cell that says
-``passed`` without complete passing evidence is refused (``export.unsupported_pass``), never published.
+Under ``run-attempts: any`` a case may have several attempts: the one that finished last is chosen and the
+others are recorded as superseded.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,10 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.contract import Case, validate_document
-from testops_evidence.errors import Refusal
+from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
 from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes
 
-CELL_SCHEMA = "testops-evidence/cell-result/v1"
+CELL_SCHEMA = "testops-evidence/cell-result/v2"
+# The retired version: still the format of a remote cell (``import``), refused by export with a migration hint.
+CELL_SCHEMA_V1 = "testops-evidence/cell-result/v1"
+CASE_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 CELL_LIMIT = 4 * 1024 * 1024
 # Usage counters that may reach published evidence. Anything else a harness reports stays in the cell
 # file (which the worker keeps) and is not copied into TestOps: an allow-list, because a harness might
@@ -73,6 +84,7 @@ class CellResult:
     source: str  # path below the cell-results directory, for messages and the receipt
     origin: str = "cell"  # cell | junit | allure-results
     inputs: tuple[tuple[str, str], ...] = ()  # adapted cells: (path, sha256) of the reports read
+    worker: str | None = None  # the worker job whose artifact held it (per-job layout)
 
     @property
     def key(self) -> str:
@@ -112,48 +124,259 @@ class CellResult:
         }
         if "run-attempt" in self.document:
             row["run-attempt"] = self.document["run-attempt"]
+        if self.worker is not None:
+            row["worker"] = self.worker
         return row
 
 
 def validate_cell(document: Any, source: str, *, sha256: str, origin: str = "cell",
-                  inputs: Iterable[tuple[str, str]] = ()) -> CellResult:
-    """Schema and self-consistency checks that need no selection."""
-    validate_document("cell-result", document, "export.cell_invalid", f"cell result {source}")
+                  inputs: Iterable[tuple[str, str]] = (), schema: str = "cell-result",
+                  worker: str | None = None) -> CellResult:
+    """Schema and self-consistency checks that need no selection (``schema``: ``cell-result-v1`` for the
+    cell inside a remote result)."""
+    validate_document(schema, document, "export.cell_invalid", f"cell result {source}")
     started = parse_time(document["started-at"], "started-at")
     finished = parse_time(document["finished-at"], "finished-at")
     if finished < started:
         raise Refusal("export.cell_invalid", f"cell result {source} finished before it started",
                       field="finished-at", expected=f">= {document['started-at']}", actual=document["finished-at"])
-    return CellResult(document, sha256, source, origin, tuple(inputs))
+    return CellResult(document, sha256, source, origin, tuple(inputs), worker)
 
 
-def cell_from_bytes(data: bytes, source: str) -> CellResult:
-    document = parse_json_bytes(data, f"cell result {source}")
-    if not isinstance(document, dict) or document.get("schema") != CELL_SCHEMA:
-        raise Refusal("export.cell_invalid", f"{source} is not a {CELL_SCHEMA} document", field="/schema",
-                      expected=CELL_SCHEMA, actual=document.get("schema") if isinstance(document, dict) else None)
-    return validate_cell(document, source, sha256=sha256_bytes(data))
+def check_version(document: Any, source: str) -> None:
+    """A cell result of the current version, or a refusal that says how to migrate from v1."""
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if schema == CELL_SCHEMA:
+        return
+    if schema == CELL_SCHEMA_V1:
+        raise Refusal("export.cell_version", f"{source} is a {CELL_SCHEMA_V1} document, which is no longer "
+                      f"accepted: a v1 cell names no selection, so a cell saved from another run would pass "
+                      f"for this one", field="/schema", expected=CELL_SCHEMA, actual=schema)
+    raise Refusal("export.cell_invalid", f"{source} is not a {CELL_SCHEMA} document", field="/schema",
+                  expected=CELL_SCHEMA, actual=schema if isinstance(schema, str) else None)
+
+
+def _json(data: bytes, source: str) -> Any:
+    try:
+        return parse_json_bytes(data, f"cell result {source}")
+    except Refusal as refusal:
+        raise Refusal("export.cell_invalid", refusal.message, field=source, expected="UTF-8 JSON",
+                      actual=f"{len(data)} bytes") from None
+
+
+def cell_from_bytes(data: bytes, source: str, *, worker: str | None = None) -> CellResult:
+    """A schema-valid cell of the current version (no selection binding yet: see :func:`admit`)."""
+    document = _json(data, source)
+    check_version(document, source)
+    return validate_cell(document, source, sha256=sha256_bytes(data), worker=worker)
 
 
 def load_cell(root: str | Path, relpath: str) -> CellResult:
     return cell_from_bytes(read_safe(root, relpath, limit=CELL_LIMIT), relpath)
 
 
-def adapted_cell(document: dict[str, Any], source: str, inputs: Iterable[tuple[str, str]], origin: str) -> CellResult:
+def adapted_cell(document: dict[str, Any], source: str, inputs: Iterable[tuple[str, str]], origin: str,
+                 *, worker: str | None = None) -> CellResult:
     """A cell an adapter built from reports: its digest covers its canonical JSON."""
     return validate_cell(document, source, sha256=sha256_bytes(canonical_json(document)), origin=origin,
-                         inputs=inputs)
+                         inputs=inputs, worker=worker)
 
 
-# --- binding ---------------------------------------------------------------------------------------
+# --- attribution and admission ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellFile:
+    """One candidate read from the cell-results directory, before anything about it is trusted.
+
+    Exactly one of ``data`` (the bytes of a ``*.json`` cell file), ``adapted`` (a cell an adapter built from
+    a case's reports) and ``failure`` (the refusal adapting that case's reports ended in) is set.
+    """
+
+    source: str  # path below the cell-results directory
+    case: str | None = None  # the case its path attributes it to; None: only its content names one
+    worker: str | None = None  # the worker job whose artifact held it; None: one trust domain
+    data: bytes | None = None
+    adapted: CellResult | None = None
+    failure: Refusal | None = None
+
+
+@dataclass(frozen=True)
+class RejectedCell:
+    """A cell that could only be wrong about its own case: the case is exported broken with this refusal."""
+
+    case: str
+    source: str
+    refusal: Refusal
+    worker: str | None = None
+    sha256: str | None = None
+
+    def summary_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"source": self.source, "code": self.refusal.code}
+        if self.sha256 is not None:
+            row["sha256"] = self.sha256
+        if self.worker is not None:
+            row["worker"] = self.worker
+        return row
 
 
 @dataclass(frozen=True)
 class BoundCell:
-    """The cell chosen for a case, and the attempts it superseded (``run-attempts: any``)."""
+    """What a case's cells came to: the chosen cell and the attempts it superseded (``run-attempts: any``),
+    or the rejection that makes the case broken."""
 
-    cell: CellResult
+    cell: CellResult | None
     superseded: tuple[CellResult, ...] = field(default_factory=tuple)
+    rejected: RejectedCell | None = None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What every cell is bound to: the selection (digest, commit, profile, attempt and cases), the trust
+    policy's run-attempts rule, and, with per-worker artifacts, which worker job owns each case."""
+
+    selection_sha256: str
+    head_sha: str
+    profile: Mapping[str, str]
+    selected: Sequence[Case]
+    run_attempts: str = "first-only"
+    run_attempt: int | None = None
+    owners: Mapping[str, str] | None = None  # case key -> worker job; None: the cells are one trust domain
+
+
+def is_case_scoped(refusal: Refusal) -> bool:
+    """Whether a refusal met in a cell makes only its case broken (errors.REGISTRY scope ``case``)."""
+    return lookup(refusal.code).scope == SCOPE_CASE
+
+
+def _claimed_case(document: Any) -> str | None:
+    case = document.get("case") if isinstance(document, dict) else None
+    return case if isinstance(case, str) and CASE_KEY_RE.fullmatch(case) else None
+
+
+def _attribute(item: CellFile, document: Any, binding: Binding, by_key: Mapping[str, Case]) -> str:
+    """The case a cell file speaks for, and the proof that its origin may speak for it (scope ``export``)."""
+    claimed = _claimed_case(document) if item.adapted is None else item.adapted.key
+    key = item.case if item.case is not None else claimed
+    if key is None:
+        raise Refusal("export.unattributed", f"{item.source} cannot be attributed to a case: it is not a JSON "
+                      "object naming its case, and its path names none", field=item.source,
+                      expected="a cell result naming a selected case", actual=None)
+    if item.case is not None and claimed is not None and claimed != item.case:
+        raise Refusal("export.cell_origin", f"{item.source} is where the cell of case {item.case!r} belongs, but "
+                      f"it holds a cell for {claimed!r}", field=item.source, expected=item.case, actual=claimed)
+    if key not in by_key:
+        raise Refusal("export.foreign_cell", f"cell {item.source} is for case {key!r}, which this selection does "
+                      "not select", field="case", expected="a selected case key", actual=key)
+    if binding.owners is not None and binding.owners.get(key) != item.worker:
+        raise Refusal("export.cell_origin", f"cell {item.source} for case {key!r} arrived in the artifact of "
+                      f"worker job {item.worker!r}, but the matrix plan assigned {key!r} to "
+                      f"{binding.owners.get(key)!r}", field=f"{key}/worker", expected=binding.owners.get(key),
+                      actual=item.worker)
+    claimed_selection = document.get("selection-sha256") if isinstance(document, dict) else None
+    if isinstance(claimed_selection, str) and claimed_selection != binding.selection_sha256:
+        raise Refusal("export.cell_selection", f"cell {item.source} for case {key!r} was made for another "
+                      "selection (another run, attempt or campaign): it is not evidence of this run",
+                      field=f"{key}/selection-sha256", expected=binding.selection_sha256, actual=claimed_selection)
+    return key
+
+
+def _content(item: CellFile, document: Any, case: Case, binding: Binding) -> CellResult:
+    """The cell's own content, checked (scope ``case``)."""
+    if item.failure is not None:
+        raise item.failure
+    if item.adapted is not None:
+        cell = item.adapted
+    else:
+        assert item.data is not None
+        if document is None:
+            raise Refusal("export.cell_invalid", f"{item.source} is not a JSON object", field=item.source,
+                          expected="a cell-result/v2 JSON object", actual=None)
+        check_version(document, item.source)
+        cell = validate_cell(document, item.source, sha256=sha256_bytes(item.data), worker=item.worker)
+    key = case.key
+    if cell.document["source-sha"] != binding.head_sha:
+        raise Refusal("export.cell_binding", f"cell {cell.source} measured another commit",
+                      field=f"{key}/source-sha", expected=binding.head_sha, actual=cell.document["source-sha"])
+    if dict(cell.document["profile"]) != dict(binding.profile):
+        raise Refusal("export.cell_binding", f"cell {cell.source} evaluated another profile",
+                      field=f"{key}/profile", expected=dict(binding.profile), actual=dict(cell.document["profile"]))
+    if binding.run_attempt is not None and "run-attempt" in cell.document:
+        measured = cell.document["run-attempt"]
+        policy = binding.run_attempts
+        admitted = measured == binding.run_attempt if policy != "any" else measured <= binding.run_attempt
+        if not admitted:
+            raise Refusal("export.cell_binding", f"cell {cell.source} was measured in run attempt {measured}, "
+                          f"but the selection is of attempt {binding.run_attempt} (run-attempts: {policy})",
+                          field=f"{key}/run-attempt",
+                          expected=binding.run_attempt if policy != "any" else f"<= {binding.run_attempt}",
+                          actual=measured)
+    check_binding(cell, case)
+    verdict(BoundCell(cell), case)  # export.unsupported_pass
+    return cell
+
+
+def _parsed(data: bytes, source: str) -> Any:
+    """The JSON document, or None when the bytes are not one (attribution then needs the path)."""
+    try:
+        return _json(data, source)
+    except Refusal:
+        return None
+
+
+def admit(files: Sequence[CellFile], binding: Binding) -> dict[str, BoundCell]:
+    """Attribute and admit every cell file; return what each selected case's cells came to.
+
+    Raises the refusal of the first file whose origin is in doubt (scope ``export``). A file that passed
+    that tier but whose content is wrong makes only its case broken (``BoundCell.rejected``).
+    """
+    by_key = {case.key: case for case in binding.selected}
+    accepted: dict[str, list[CellResult]] = {}
+    rejected: dict[str, list[RejectedCell]] = {}
+    attempts: dict[str, str] = {}
+    for item in files:
+        document = _parsed(item.data, item.source) if item.data is not None else None
+        key = _attribute(item, document, binding, by_key)
+        try:
+            cell = _content(item, document, by_key[key], binding)
+        except Refusal as refusal:
+            if not is_case_scoped(refusal):
+                raise
+            digest = sha256_bytes(item.data) if item.data is not None else None
+            rejected.setdefault(key, []).append(RejectedCell(key, item.source, refusal, item.worker, digest))
+            continue
+        if cell.attempt_id in attempts:
+            raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "
+                          f"the attempt id {cell.attempt_id!r}", field="attempt-id", expected="unique attempt ids",
+                          actual=cell.attempt_id)
+        attempts[cell.attempt_id] = cell.source
+        accepted.setdefault(key, []).append(cell)
+
+    bound: dict[str, BoundCell] = {}
+    for key in [case.key for case in binding.selected]:
+        good, bad = accepted.get(key, []), rejected.get(key, [])
+        if not good and not bad:
+            continue
+        if len(good) + len(bad) > 1 and binding.run_attempts != "any":
+            sources = sorted([c.source for c in good] + [r.source for r in bad])
+            raise Refusal("export.duplicate_cell", f"case {key!r} has {len(sources)} cell results; the trust "
+                          "policy admits one attempt per case (run-attempts: first-only)", field=key,
+                          expected="one cell result", actual=sources)
+        if bad:
+            # Fail closed: an attempt whose content cannot be judged is never outranked by another attempt.
+            bound[key] = BoundCell(None, (), bad[0])
+            continue
+        if len(good) == 1:
+            bound[key] = BoundCell(good[0])
+            continue
+        ordered = sorted(good, key=lambda c: c.finished)
+        latest, runner_up = ordered[-1], ordered[-2]
+        if latest.finished == runner_up.finished:
+            raise Refusal("export.duplicate_cell", f"case {key!r} has two attempts that finished at the same time; "
+                          "the latest attempt is ambiguous", field=f"{key}/finished-at",
+                          expected="one latest attempt", actual=sorted([latest.source, runner_up.source]))
+        bound[key] = BoundCell(latest, tuple(ordered[:-1]))
+    return bound
 
 
 def check_binding(cell: CellResult, case: Case) -> None:
@@ -177,95 +400,37 @@ def check_binding(cell: CellResult, case: Case) -> None:
                       actual=sorted(seen))
 
 
-def bind_cells(
-    cells: Sequence[CellResult],
-    *,
-    selected: Sequence[Case],
-    head_sha: str,
-    profile: Mapping[str, str],
-    run_attempts: str = "first-only",
-    run_attempt: int | None = None,
-) -> dict[str, BoundCell]:
-    """Bind every cell to the selection; return the chosen cell per selected case key.
-
-    ``run_attempt`` is the selection's run attempt. A cell that names its own ``run-attempt`` must have been
-    measured in it (``first-only``) or in it or an earlier attempt of the run (``any``): a later attempt
-    cannot have fed an export bound to this one, so such a cell was carried over from elsewhere.
-    """
-    by_key = {case.key: case for case in selected}
-    grouped: dict[str, list[CellResult]] = {}
-    attempts: dict[str, str] = {}
-    for cell in cells:
-        case = by_key.get(cell.key)
-        if case is None:
-            raise Refusal("export.cell_binding", f"cell {cell.source} is for case {cell.key!r}, which this "
-                          "selection does not select", field="case", expected="a selected case key",
-                          actual=cell.key)
-        if cell.document["source-sha"] != head_sha:
-            raise Refusal("export.cell_binding", f"cell {cell.source} measured another commit",
-                          field=f"{cell.key}/source-sha", expected=head_sha, actual=cell.document["source-sha"])
-        if dict(cell.document["profile"]) != dict(profile):
-            raise Refusal("export.cell_binding", f"cell {cell.source} evaluated another profile",
-                          field=f"{cell.key}/profile", expected=dict(profile), actual=dict(cell.document["profile"]))
-        if run_attempt is not None and "run-attempt" in cell.document:
-            measured = cell.document["run-attempt"]
-            admitted = measured == run_attempt if run_attempts != "any" else measured <= run_attempt
-            if not admitted:
-                raise Refusal("export.cell_binding", f"cell {cell.source} was measured in run attempt {measured}, "
-                              f"but the selection is of attempt {run_attempt} (run-attempts: {run_attempts})",
-                              field=f"{cell.key}/run-attempt",
-                              expected=run_attempt if run_attempts != "any" else f"<= {run_attempt}", actual=measured)
-        check_binding(cell, case)
-        if cell.attempt_id in attempts:
-            raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "
-                          f"the attempt id {cell.attempt_id!r}", field="attempt-id", expected="unique attempt ids",
-                          actual=cell.attempt_id)
-        attempts[cell.attempt_id] = cell.source
-        grouped.setdefault(cell.key, []).append(cell)
-
-    bound: dict[str, BoundCell] = {}
-    for key, group in grouped.items():
-        if len(group) == 1:
-            bound[key] = BoundCell(group[0])
-            continue
-        sources = sorted(c.source for c in group)
-        if run_attempts != "any":
-            raise Refusal("export.duplicate_cell", f"case {key!r} has {len(group)} cell results; the trust policy "
-                          "admits one attempt per case (run-attempts: first-only)", field=f"{key}",
-                          expected="one cell result", actual=sources)
-        ordered = sorted(group, key=lambda c: c.finished)
-        latest, runner_up = ordered[-1], ordered[-2]
-        if latest.finished == runner_up.finished:
-            raise Refusal("export.duplicate_cell", f"case {key!r} has two attempts that finished at the same time; "
-                          "the latest attempt is ambiguous", field=f"{key}/finished-at",
-                          expected="one latest attempt", actual=sorted([latest.source, runner_up.source]))
-        bound[key] = BoundCell(latest, tuple(ordered[:-1]))
-    return bound
-
-
 # --- verdict -----------------------------------------------------------------------------------------
 
 NOT_RECORDED = "not_recorded"
 INFRASTRUCTURE = "infrastructure_failure"
 BEHAVIOR = "behavior_failure"
+INVALID = "invalid_cell"
 PASSED = "passed"
 
 
 @dataclass(frozen=True)
 class Verdict:
     status: str  # passed | failed | broken
-    reason: str  # passed | behavior_failure | infrastructure_failure | not_recorded
+    reason: str  # passed | behavior_failure | infrastructure_failure | not_recorded | invalid_cell
     message: str | None  # statusDetails.message (None when passed)
     failed_checks: tuple[str, ...] = ()
+    code: str | None = None  # invalid_cell: the refusal that made the case broken
 
 
 def verdict(bound: BoundCell | None, case: Case) -> Verdict:
     """The Allure status of a selected case, with a specific message per reason."""
-    if bound is None:
+    if bound is None or (bound.cell is None and bound.rejected is None):
         return Verdict("broken", NOT_RECORDED,
                        f"Not recorded: no cell result for the selected case {case.key!r} reached the export, "
                        "so it is not verified by this run.")
+    if bound.rejected is not None:
+        refusal = bound.rejected.refusal
+        return Verdict("broken", INVALID,
+                       f"Invalid cell result ({refusal.code}): {refusal.message}. The case is not verified by "
+                       "this run; every other case is exported as measured.", code=refusal.code)
     cell = bound.cell
+    assert cell is not None
     checks = cell.checks()
     failed = tuple(check_id for check_id in case.checks if not checks[check_id]["passed"])
     if cell.disposition == PASSED:

@@ -13,13 +13,20 @@ Limits (GitHub docs, "Usage limits" and "Defining outputs for jobs"):
 
 Matrix rows (keys are kebab-case; read them as ``matrix['timeout-minutes']`` or ``matrix.keys``):
 
-* one case per job: ``key``, ``testops-id``, ``full-name``, ``title``, ``lane``, ``credentials`` (list
-  of secret names), ``timeout-minutes`` and ``keys`` (``[key]``);
-* a shard: ``shard`` (1-based), ``shards``, ``keys`` (the cases it runs, in order), ``lane``,
-  ``credentials`` (union, sorted), ``timeout-minutes`` (sum).
+* one case per job: ``job`` (``<lane>-<key>``), ``key``, ``testops-id``, ``full-name``, ``title``,
+  ``lane``, ``credentials`` (list of secret names), ``timeout-minutes`` and ``keys`` (``[key]``);
+* a shard: ``job`` (``<lane>-shard-<n>``), ``shard`` (1-based), ``shards``, ``keys`` (the cases it runs,
+  in order), ``lane``, ``credentials`` (union, sorted), ``timeout-minutes`` (sum).
 
-Every row has ``keys``, ``lane``, ``credentials`` and ``timeout-minutes``, so one worker template serves
-both forms.
+Every row has ``job``, ``keys``, ``lane``, ``credentials`` and ``timeout-minutes``, so one worker template
+serves both forms.
+
+**The plan is the worker binding.** ``job`` names the worker job and its cell artifact
+(``<artifact-prefix>-cells-<run attempt>-<job>``). The plan is a pure function of the selection's cases
+(their order and lanes), so a later job recomputes it from the digest-checked selection
+(:func:`plan_matrices`) and accepts a cell for a case only from the artifact of the job it assigns the case to.
+A unit of the plan is a case today; a later version may make it a (case, trial) pair, each still owned by
+exactly one job.
 """
 
 from __future__ import annotations
@@ -70,6 +77,14 @@ class MatrixPlan:
     def lane(self, name: str) -> LaneMatrix:
         return self.lanes[name]
 
+    def jobs(self) -> dict[str, tuple[str, ...]]:
+        """Every worker job of every lane, in plan order, with the case keys it runs."""
+        return {str(row["job"]): tuple(row["keys"]) for name in LANES for row in self.lanes[name].include}
+
+    def owners(self) -> dict[str, str]:
+        """Case key -> the worker job the plan assigned it to."""
+        return {key: job for job, keys in self.jobs().items() for key in keys}
+
     def outputs(self) -> dict[str, Any]:
         """``<lane>-matrix``, ``<lane>-count`` (jobs; 0 lets a workflow skip the lane), ``<lane>-max-parallel``."""
         out: dict[str, Any] = {}
@@ -83,6 +98,7 @@ class MatrixPlan:
 
 def case_row(case: Case) -> dict[str, Any]:
     return {
+        "job": f"{case.lane}-{case.key}",
         "key": case.key,
         "testops-id": case.testops_id,
         "full-name": case.full_name,
@@ -112,6 +128,7 @@ def shard_rows(cases: Sequence[Case], lane: str, max_jobs: int = MAX_MATRIX_JOBS
         chunk = cases[start:start + size]
         start += size
         rows.append({
+            "job": f"{lane}-shard-{index + 1}",
             "shard": index + 1,
             "shards": len(sizes),
             "keys": [case.key for case in chunk],
@@ -181,3 +198,4 @@ def check_output_budget(outputs: Mapping[str, Any], case_count: int, *,
                  f"(about {fits} of these {case_count} cases fit in one), or shorten case keys.",
         )
     return sizes
+

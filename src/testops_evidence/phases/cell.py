@@ -6,8 +6,10 @@
     testops-evidence cell --case get-task-context --allure-results allure-results --out cell-results/x.json
 
 The reports are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is
-bound to the commit the worker evaluated (``--source-sha``, else ``GITHUB_SHA`` in Actions, else
-``git rev-parse HEAD``) and to the profile of the selection (``--selection-path``, else the contract's).
+bound to the selection the worker ran (``--selection-sha256``, else ``TESTOPS_EVIDENCE_SELECTION_SHA256``,
+which the campaign template gives every case; with ``--selection-path`` the file is re-hashed against it),
+to the commit the worker evaluated (``--source-sha``, else ``GITHUB_SHA`` in Actions, else
+``git rev-parse HEAD``) and to the profile of the selection (else the contract's).
 The file is written once (never overwritten). Like ``export``, it refuses to run next to a TestOps token.
 Exit 0 when the cell is written, whatever its disposition: export decides what it means.
 """
@@ -25,12 +27,14 @@ from testops_evidence.evidence.adapters import Outcome, build_cell
 from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
 from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
 from testops_evidence.evidence.cells import adapted_cell
-from testops_evidence.evidence.selection import SELECTION_LIMIT, read_document_bytes
+from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
 from testops_evidence.evidence.tree import list_dir
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes, write_once
+from testops_evidence.safeio import canonical_json, read_safe, sha256_bytes, write_once
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+# Set by the campaign template's case runner for every case command (docs/workflows.md).
+SELECTION_DIGEST_VARIABLE = "TESTOPS_EVIDENCE_SELECTION_SHA256"
 ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -53,6 +57,26 @@ def _source_sha(ctx: PhaseContext) -> str:
         raise input_error("source-sha", "the evaluated commit is unknown: pass --source-sha (40 lowercase hex)",
                           expected="40 lowercase hex", actual=sha)
     return sha
+
+
+def _selection(ctx: PhaseContext, profile: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The digest of the selection this cell belongs to, and the profile to bind (the selection's if read)."""
+    given = ctx.settings.string("selection-sha256") or (ctx.env.get(SELECTION_DIGEST_VARIABLE) or "").strip() or None
+    if given is not None:
+        check_sha256(given, "selection-sha256")
+    path = ctx.settings.path("selection-path")
+    if path is not None and (ctx.settings.sources.get("selection-path") != "default" or path.exists()):
+        if given is None:
+            # The file's own digest: it binds the cell to these bytes, which the worker's verify-selection
+            # step checked against the digest that travelled as a job output.
+            given = sha256_bytes(read_document_bytes(path, SELECTION_LIMIT))
+        selection = load_selection(path, given)
+        return selection.digest, dict(selection.document["profile"])
+    if given is None:
+        raise input_error("selection-sha256", "the cell needs the digest of the selection it belongs to: pass "
+                          f"--selection-sha256 (or set {SELECTION_DIGEST_VARIABLE}) or --selection-path",
+                          expected="64 lowercase hex", actual=None)
+    return given, profile
 
 
 def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], list[tuple[str, str]]]:
@@ -94,13 +118,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                           actual=attempt)
     contract = ctx.contract()
     case = contract.case(key)
-    profile = dict(contract.profile)
-    selection_path = ctx.settings.path("selection-path")
-    if selection_path is not None and (ctx.settings.sources.get("selection-path") != "default"
-                                       or selection_path.exists()):
-        selection = parse_json_bytes(read_document_bytes(selection_path, SELECTION_LIMIT), "the selection")
-        if isinstance(selection, dict) and isinstance(selection.get("profile"), dict):
-            profile = selection["profile"]
+    selection_sha256, profile = _selection(ctx, dict(contract.profile))
     outcomes, inputs = _reports(junit, allure_dir)
     if not inputs:
         raise Refusal("export.adapter", "no report was found (no *.xml, no *-result.json)", field="reports",
@@ -108,7 +126,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       actual=", ".join(given for given in (junit, allure_dir) if given))
     origin = "+".join(kind for kind, given in (("junit", junit), ("allure-results", allure_dir)) if given)
     document = build_cell(case, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
-                          fallback_time=ctx.clock(), attempt_id=attempt, origin=origin)
+                          selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
+                          origin=origin)
     run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
     if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
         document["run-attempt"] = int(run_attempt)

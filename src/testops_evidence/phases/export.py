@@ -21,8 +21,10 @@ from testops_evidence.context import job_context
 from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure
-from testops_evidence.evidence.adapters.layout import collect_cells
-from testops_evidence.evidence.cells import BoundCell, Verdict, bind_cells, format_time, verdict
+from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
+from testops_evidence.evidence.cells import Binding as CellBinding
+from testops_evidence.evidence.cells import BoundCell, CellFile, Verdict, admit, format_time, verdict
+from testops_evidence.evidence.matrix import plan_matrices
 from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
 from testops_evidence.evidence.selection import (
     SELECTION_LIMIT,
@@ -75,15 +77,24 @@ def run(ctx: PhaseContext) -> PhaseResult:
     context = selection.context
     now = ctx.clock()
     cell_dir = ctx.settings.path("cell-results") or Path("cell-results")
+    workers = _workers(ctx, contract, cases, context.run_attempt)
+    files: list[CellFile] = []
+    present: list[str] = []
+    facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
+             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now}
     if cell_dir.exists() or cell_dir.is_symlink():
-        cells = collect_cells(cell_dir, {c.key: c for c in contract.cases}, source_sha=context.head_sha,
-                              profile=selection.document["profile"], fallback_time=now)
+        if workers is None:
+            files = collect_cells(cell_dir, **facts)
+        else:
+            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix,
+                                                  jobs=list(workers.jobs), **facts)
     else:
-        cells = []
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
                              "case is exported as broken (not recorded)")
-    bound = bind_cells(cells, selected=cases, head_sha=context.head_sha, profile=selection.document["profile"],
-                       run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt)
+    bound = admit(files, CellBinding(
+        selection_sha256=selection.digest, head_sha=context.head_sha, profile=selection.document["profile"],
+        selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
+        owners=workers.owners if workers is not None else None))
     verdicts = {case.key: verdict(bound.get(case.key), case) for case in cases}
 
     binding = allure.Binding(
@@ -96,7 +107,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
         profile=selection.document["profile"],
     )
     with ctx.runtime.group(f"export: {len(cases)} results into {results_dir}"):
-        rows, files = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now)
+        rows, written = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now,
+                                     workers.owners if workers is not None else {})
     counts = Counter(row["status"] for row in rows)
     count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
     receipt: dict[str, Any] = {
@@ -111,7 +123,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "results-dir": results_dir.resolve().name,
         "created-at": format_time(datetime.fromtimestamp(now, UTC)),
         "counts": count_row,
-        "files": files,
+        "files": written,
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
@@ -133,9 +145,30 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "broken-count": counts.get("broken", 0),
             "all-passed": all_passed,
         },
-        summary=_summary(rows, verdicts, bound, selection, digest_given, results_dir, receipt_path),
+        summary=_summary(rows, verdicts, bound, selection, digest_given, results_dir, receipt_path, workers,
+                         present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
+
+
+class Workers:
+    """Per-worker artifacts: the name prefix of their directories and the matrix plan's jobs."""
+
+    def __init__(self, prefix: str, jobs: dict[str, tuple[str, ...]]) -> None:
+        self.prefix = prefix
+        self.jobs = jobs
+        self.owners = {key: job for job, keys in jobs.items() for key in keys}
+
+
+def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: int) -> Workers | None:
+    """The worker binding: with ``artifact-prefix``, cell-results holds one directory per worker artifact,
+    ``<artifact-prefix>-cells-<run attempt>-<job>``, and the plan recomputed from the selection names the
+    job that owns each case. Without it, the cells are read as one trust domain."""
+    prefix = ctx.settings.string("artifact-prefix")
+    if prefix is None:
+        return None
+    plan = plan_matrices(cases, contract.lanes)
+    return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs())
 
 
 def _write_results(
@@ -146,6 +179,7 @@ def _write_results(
     bound: dict[str, BoundCell],
     verdicts: dict[str, Verdict],
     now: float,
+    owners: dict[str, str],
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Write everything into a private temp dir beside ``results_dir``, then rename it into place."""
     parent = results_dir.parent if str(results_dir.parent) else Path(".")
@@ -183,8 +217,10 @@ def _write_results(
                 "result-sha256": sha256_bytes(result_bytes),
                 "attachment-file": attachment_name,
                 "attachment-sha256": evidence_sha,
-                "attempt-id": cell.cell.attempt_id if cell is not None else None,
+                "attempt-id": cell.cell.attempt_id if cell is not None and cell.cell is not None else None,
                 "superseded": [c.attempt_id for c in cell.superseded] if cell is not None else [],
+                **({"code": decision.code} if decision.code is not None else {}),
+                **({"worker": owners[case.key]} if case.key in owners else {}),
             })
             if (index + 1) % 1000 == 0:
                 ctx.runtime.log(f"exported {index + 1} of {len(cases)} results")
@@ -220,26 +256,37 @@ def _summary(
     digest_given: bool,
     results_dir: Path,
     receipt_path: Path,
+    workers: Workers | None,
+    present: list[str],
 ) -> str:
+    if workers is None:
+        origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
+    else:
+        missing = len(workers.jobs) - len(present)
+        origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"
+                  + (f" ({missing} missing: their cases are not recorded)" if missing else "")
+                  + "; every cell came from the job the matrix plan assigned its case to")
     parts = [
         summary.table(("", ""), [
             ("selection", summary.code(selection.path)),
             ("selection sha256", summary.Markdown(summary.code(selection.digest) + (
                 "" if digest_given else " (computed here: no `selection-sha256` was given)"))),
+            ("cell origin", summary.Markdown(origin)),
             ("results directory", summary.code(results_dir)),
             ("receipt", summary.code(receipt_path)),
         ]),
         "\n### Results\n",
-        summary.table(("", "case", "title", "status", "attempt", "why"), [
+        summary.table(("", "case", "title", "status", "attempt", "code", "why"), [
             (summary.status_icon(row["status"]), summary.code(row["key"]), row["title"], row["status"],
              summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
+             summary.code(verdicts[row["key"]].code) if verdicts[row["key"]].code else "—",
              verdicts[row["key"]].message or "every check passed")
             for row in rows
         ]),
     ]
     superseded = [(summary.code(key), summary.code(b.cell.attempt_id),
                    summary.join((summary.code(c.attempt_id) for c in b.superseded), ", "))
-                  for key, b in sorted(bound.items()) if b.superseded]
+                  for key, b in sorted(bound.items()) if b.superseded and b.cell is not None]
     if superseded:
         parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",
                   summary.table(("case", "chosen attempt", "superseded"), superseded)]

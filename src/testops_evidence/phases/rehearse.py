@@ -139,7 +139,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     select = rehearsal.phase("select", {**common, "selection-path": str(selection_path)})
     if not select.ok:
         return _stopped(rehearsal, select)
-    cells = _cells(rehearsal, examples, contract_path, selection_path, guard.outputs.get("target-sha", ""))
+    cells = _cells(rehearsal, examples, contract_path, selection_path, select.outputs.get("selection-sha256", ""),
+                   guard.outputs.get("target-sha", ""))
     if cells is not None:
         return _stopped(rehearsal, cells)
     export = rehearsal.phase("export", {**common, "selection-path": str(selection_path),
@@ -175,7 +176,7 @@ def _agree(what: str, expected: Any, actual: Any) -> None:
 # --- cells: the example harness, the cell command, shipped reports ---------------------------------------------
 
 
-def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_path: Path,
+def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_path: Path, selection_sha256: str,
            source_sha: str) -> Step | None:
     """Write the cell results the workers would have uploaded; a failed ``cell`` step is returned."""
     from testops_evidence.contract import load_contract
@@ -202,7 +203,8 @@ def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_
     for case in harness_cases:
         step = rehearsal.phase("cell", {"contract": str(contract_path), "case": case.key, "junit": str(junit),
                                         "out": str(cell_dir / f"{case.key}.json"),
-                                        "selection-path": str(selection_path), "source-sha": source_sha},
+                                        "selection-path": str(selection_path),
+                                        "selection-sha256": selection_sha256, "source-sha": source_sha},
                                quiet=True, name=case.key)
         if not step.ok:
             return step

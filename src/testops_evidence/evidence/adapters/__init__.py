@@ -96,11 +96,12 @@ def build_cell(
     source_sha: str,
     profile: Mapping[str, str],
     inputs: Sequence[tuple[str, str]],
+    selection_sha256: str,
     fallback_time: float,
     attempt_id: str | None = None,
     origin: str = "report",
 ) -> dict[str, Any]:
-    """A ``cell-result/v1`` document for ``case`` from report outcomes (see the module docstring)."""
+    """A ``cell-result/v2`` document for ``case`` from report outcomes (see the module docstring)."""
     states = {check_id: _CheckState() for check_id in case.checks}
     mapped = unmapped = 0
     starts: list[int] = []
@@ -161,6 +162,7 @@ def build_cell(
         parts.append(f"{unmapped} test(s) mapped to no check")
     return {
         "schema": CELL_SCHEMA,
+        "selection-sha256": selection_sha256,
         "case": case.key,
         "attempt-id": attempt_id or attempt_id_for(case.key, inputs),
         "disposition": disposition,

@@ -1,29 +1,42 @@
-"""The ``cell-results`` directory layout that export reads (docs/evidence.md, "Cell results layout").
+"""The ``cell-results`` directory layouts that export reads (docs/evidence.md, "The cell-results directory").
 
-::
+**Per worker** (``artifact-prefix`` given; the campaign template): one directory per worker artifact, as
+``actions/download-artifact`` writes them without ``merge-multiple``. The matrix plan names each worker
+job, and each job's artifact is ``<artifact-prefix>-cells-<run attempt>-<job>``::
 
     cell-results/
-      <any>.json                      a cell-result/v1 document
-      <dir>/<any>.json                a cell-result/v1 document (download-artifact puts each artifact in
-                                      its own directory unless merge-multiple is set)
-      <case-key>/<any>.xml            JUnit XML of that case, adapted at export
-      <case-key>/allure-results/      allure-results of that case (``*-result.json``), adapted at export
+      <prefix>-cells-<attempt>-<job>/       the artifact of worker job <job>
+        <case-key>.json                     the cell result of a case the plan assigned to <job>
+        <case-key>/<any>.json               cell results of that case (several attempts: run-attempts any)
+        <case-key>/<any>.xml                JUnit XML of that case, adapted at export
+        <case-key>/allure-results/          allure-results of that case, adapted at export
 
-Every ``*.json`` directly in ``cell-results/`` or one directory below must be a cell result (fail
-closed: a document export cannot read is refused, never skipped). A directory that holds a cell result
-is not adapted again: its reports are the worker's own material. Reports in a directory not named by
-a contract case key are refused (``export.adapter``). Names starting with ``.`` are ignored; other
-files (transcripts, logs) below the top level are left alone.
+A file is attributed to a case by its path, and accepted only from the job the plan assigned that case
+to: a directory the plan does not know, a file the layout does not allow, or a cell for a case of
+another job refuses the whole export.
+
+**Merged** (no ``artifact-prefix``; one job, a rehearsal, or workers you trust as one domain)::
+
+    cell-results/
+      <any>.json                     a cell result (attributed by the case it names)
+      <dir>/<any>.json               a cell result
+      <case-key>/<any>.xml           JUnit XML of that case, adapted at export
+      <case-key>/allure-results/     allure-results of that case, adapted at export
+
+Every ``*.json`` at the top or one directory down must be a cell result; reports in a directory not
+named by a case key cannot be attributed (``export.unattributed``). Names starting with ``.`` are
+ignored; other files below the top level (transcripts, logs) are left alone. A directory that holds a
+cell result is not adapted again: its reports are the worker's own material.
 
 Reports adapted at export carry no commit or profile of their own, so the adapted cell takes the
-selection's head SHA and profile: prefer writing the cell in the worker (``testops-evidence cell``),
-where the binding is really checked.
+selection's: prefer writing the cell in the worker (``testops-evidence cell``), where the binding is
+really checked.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from testops_evidence.contract import Case
@@ -31,8 +44,8 @@ from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import Outcome, build_cell
 from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
 from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
-from testops_evidence.evidence.cells import CellResult, adapted_cell, load_cell
-from testops_evidence.evidence.tree import list_dir
+from testops_evidence.evidence.cells import CASE_KEY_RE, CELL_LIMIT, CellFile, CellResult, adapted_cell
+from testops_evidence.evidence.tree import Entry, list_dir
 from testops_evidence.safeio import read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
@@ -70,8 +83,10 @@ def adapt_reports(
     *,
     source_sha: str,
     profile: Mapping[str, str],
+    selection_sha256: str,
     fallback_time: float,
     attempt_id: str | None = None,
+    worker: str | None = None,
 ) -> CellResult | None:
     """A cell for ``case`` from the reports in ``root/relpath``; None when there are no reports."""
     outcomes, inputs = read_reports(root, relpath)
@@ -80,8 +95,118 @@ def adapt_reports(
     kinds = sorted({"junit" if name.endswith(".xml") else "allure-results" for name, _ in inputs})
     origin = "+".join(kinds)
     document = build_cell(case, outcomes, source_sha=source_sha, profile=profile, inputs=inputs,
-                          fallback_time=fallback_time, attempt_id=attempt_id, origin=origin)
-    return adapted_cell(document, relpath or ".", inputs, origin)
+                          selection_sha256=selection_sha256, fallback_time=fallback_time, attempt_id=attempt_id,
+                          origin=origin)
+    return adapted_cell(document, relpath or ".", inputs, origin, worker=worker)
+
+
+def _has_reports(inside: Sequence[Entry]) -> bool:
+    return any((not i.is_dir and i.name.endswith(".xml")) or (i.is_dir and i.name == ALLURE_DIR) for i in inside)
+
+
+class _Reader:
+    """Reads one cell-results directory into :class:`CellFile` candidates (nothing is trusted yet)."""
+
+    def __init__(self, root: Path, cases: Mapping[str, Case], *, source_sha: str, profile: Mapping[str, str],
+                 selection_sha256: str, fallback_time: float) -> None:
+        self.root = root
+        self.cases = cases
+        self.source_sha = source_sha
+        self.profile = profile
+        self.selection_sha256 = selection_sha256
+        self.fallback_time = fallback_time
+
+    def cell_file(self, relpath: str, case: str | None, worker: str | None) -> CellFile:
+        return CellFile(relpath, case=case, worker=worker, data=read_safe(self.root, relpath, limit=CELL_LIMIT))
+
+    def case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
+        """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal)."""
+        inside = [item for item in list_dir(self.root, relpath) if not item.name.startswith(".")]
+        documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
+        if documents:
+            return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
+        if not _has_reports(inside):
+            return []
+        case = self.cases.get(key)
+        if case is None:
+            # Not a case of the contract: attribution refuses it (export.foreign_cell) by its key.
+            return [CellFile(relpath, case=key, worker=worker, failure=Refusal(
+                "export.adapter", f"{relpath} holds reports for {key!r}, which is no contract case"))]
+        try:
+            adapted = adapt_reports(self.root, relpath, case, source_sha=self.source_sha, profile=self.profile,
+                                    selection_sha256=self.selection_sha256, fallback_time=self.fallback_time,
+                                    worker=worker)
+        except Refusal as refusal:
+            if refusal.code != "export.adapter":
+                raise  # an unsafe path or an oversized file is refused, never attributed
+            return [CellFile(relpath, case=key, worker=worker, failure=refusal)]
+        return [] if adapted is None else [CellFile(relpath, case=key, worker=worker, adapted=adapted)]
+
+    def merged(self) -> list[CellFile]:
+        files: list[CellFile] = []
+        for entry in list_dir(self.root):
+            if entry.name.startswith("."):
+                continue
+            if not entry.is_dir:
+                if not entry.name.endswith(".json"):
+                    raise Refusal("export.unattributed", f"{self.root}/{entry.name} is not a cell result (*.json) "
+                                  "and the top level of the cell-results directory holds only cell results",
+                                  field=entry.name, expected="*.json cell results or per-case directories",
+                                  actual=entry.name)
+                files.append(self.cell_file(entry.name, None, None))
+                continue
+            inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
+            documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
+            if documents:
+                files += [self.cell_file(f"{entry.name}/{item.name}", None, None) for item in documents]
+                continue
+            if not _has_reports(inside):
+                continue
+            if entry.name not in self.cases:
+                raise Refusal("export.unattributed", f"{self.root}/{entry.name} holds test reports but is not named "
+                              "by a contract case key, so export cannot tell which case they measured",
+                              field=entry.name, expected="a directory named by a case key", actual=entry.name)
+            files += self.case_directory(entry.name, entry.name, None)
+        return files
+
+    def per_worker(self, artifact_prefix: str, jobs: Sequence[str]) -> tuple[list[CellFile], list[str]]:
+        """The cell files of every worker artifact, and the workers whose artifact is present."""
+        known = set(jobs)
+        files: list[CellFile] = []
+        present: list[str] = []
+        for entry in list_dir(self.root):
+            if entry.name.startswith("."):
+                continue
+            job = entry.name[len(artifact_prefix):] if entry.name.startswith(artifact_prefix) else None
+            if not entry.is_dir or job not in known:
+                raise Refusal("export.worker_artifact", f"{self.root}/{entry.name} is not the artifact of a worker "
+                              f"job of the matrix plan (expected {artifact_prefix}<job> for one of its "
+                              f"{len(known)} jobs)", field=entry.name,
+                              expected=f"{artifact_prefix}<job of the matrix plan>", actual=entry.name)
+            assert job is not None
+            present.append(job)
+            files += self.worker_artifact(entry.name, job)
+        return files, present
+
+    def worker_artifact(self, directory: str, job: str) -> list[CellFile]:
+        files: list[CellFile] = []
+        for entry in list_dir(self.root, directory):
+            relpath = f"{directory}/{entry.name}"
+            if entry.name.startswith("."):
+                continue
+            stem = entry.name[:-len(".json")] if not entry.is_dir and entry.name.endswith(".json") else None
+            key = entry.name if entry.is_dir else stem
+            if key is None or not CASE_KEY_RE.fullmatch(key):
+                raise Refusal("export.worker_artifact", f"{relpath} is not part of a worker artifact's layout "
+                              "(<case-key>.json and <case-key>/)", field=relpath,
+                              expected="<case-key>.json or <case-key>/", actual=entry.name)
+            if entry.is_dir:
+                found = self.case_directory(relpath, key, job)
+                # A case directory without a cell or a report is the worker's own material (logs).
+                files += found
+            else:
+                files.append(self.cell_file(relpath, key, job))
+        return files
 
 
 def collect_cells(
@@ -90,38 +215,27 @@ def collect_cells(
     *,
     source_sha: str,
     profile: Mapping[str, str],
+    selection_sha256: str,
     fallback_time: float,
-) -> list[CellResult]:
-    """Every cell result of the layout above (binding to the selection happens in ``bind_cells``)."""
-    cells: list[CellResult] = []
-    for entry in list_dir(root):
-        if entry.name.startswith("."):
-            continue
-        if not entry.is_dir:
-            if not entry.name.endswith(".json"):
-                raise Refusal("export.cell_invalid", f"{root}/{entry.name} is not a cell result (*.json) and the "
-                              "top level of the cell-results directory holds only cell results",
-                              field=entry.name, expected="*.json cell results or per-case directories",
-                              actual=entry.name)
-            cells.append(load_cell(root, entry.name))
-            continue
-        inside = [item for item in list_dir(root, entry.name) if not item.name.startswith(".")]
-        documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
-        for item in documents:
-            cells.append(load_cell(root, f"{entry.name}/{item.name}"))
-        if documents:
-            continue
-        has_reports = any((not i.is_dir and i.name.endswith(".xml")) or (i.is_dir and i.name == ALLURE_DIR)
-                          for i in inside)
-        if not has_reports:
-            continue
-        case = cases.get(entry.name)
-        if case is None:
-            raise Refusal("export.adapter", f"{root}/{entry.name} holds test reports but is not named by a contract "
-                          "case key, so export cannot tell which case they measured", field=entry.name,
-                          expected="a directory named by a case key", actual=entry.name)
-        adapted = adapt_reports(root, entry.name, case, source_sha=source_sha, profile=profile,
-                                fallback_time=fallback_time)
-        if adapted is not None:
-            cells.append(adapted)
-    return cells
+) -> list[CellFile]:
+    """Every cell-file candidate of the merged layout (admission happens in ``cells.admit``)."""
+    reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
+                     fallback_time=fallback_time)
+    return reader.merged()
+
+
+def collect_worker_cells(
+    root: Path,
+    cases: Mapping[str, Case],
+    *,
+    artifact_prefix: str,
+    jobs: Sequence[str],
+    source_sha: str,
+    profile: Mapping[str, str],
+    selection_sha256: str,
+    fallback_time: float,
+) -> tuple[list[CellFile], list[str]]:
+    """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present."""
+    reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
+                     fallback_time=fallback_time)
+    return reader.per_worker(artifact_prefix, jobs)
