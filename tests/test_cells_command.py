@@ -79,7 +79,7 @@ def test_a_cell_without_its_selection_digest_is_refused(tmp_path: Path, reports:
     out = tmp_path / "cell.json"
     run = cell_run(tmp_path, actions_env(), junit=str(reports / "report.xml"), out=str(out))
     assert (run.exit_code, run.outputs["error-code"]) == (2, "input.selection-sha256")
-    assert "TESTOPS_EVIDENCE_SELECTION_SHA256" in run.summary and not out.exists()
+    assert "TESTOPS_EVIDENCE_SELECTION_SHA256" in run.failure()["message"] and not out.exists()
 
 
 def test_a_cell_is_written_once(tmp_path: Path, reports: Path) -> None:

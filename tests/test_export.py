@@ -155,7 +155,7 @@ def broken_by(run: PhaseRun, options: dict[str, str], key: str, code: str) -> di
     assert result["status"] == "broken" and code in result["statusDetails"]["message"]
     row = next(r for r in load_receipt(options["results-dir"] + "-receipt.json").results if r["key"] == key)
     assert (row["status"], row["reason"], row["code"]) == ("broken", "invalid_cell", code)
-    line = next(line for line in run.summary.splitlines() if f"| {key} |" in line)
+    line = next(line for line in run.summary.splitlines() if f"| `{key}` |" in line)
     assert code in line
     return result
 

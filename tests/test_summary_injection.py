@@ -80,8 +80,8 @@ def test_a_junit_failure_message_stays_text_in_the_cell_summary(tmp_path: Path) 
         "<testsuite timestamp='2026-12-01T10:00:00+00:00' time='3'><testcase name='test_stopped_at_budget'/>"
         f"<testcase name='test_spend_reported'><failure message={quoteattr(PAYLOAD)}/></testcase></testsuite>")
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop",
-                                      "junit": str(tmp_path / "report.xml"), "out": str(tmp_path / "c.json")},
-                   actions_env())
+                                      "junit": str(tmp_path / "report.xml"), "out": str(tmp_path / "c.json"),
+                                      "selection-sha256": "5e1ec7" + "0" * 58}, actions_env())
     assert run.exit_code == 0, run.summary
     assert "evil.example" in run.summary
     assert_inert(run.summary)
