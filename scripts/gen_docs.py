@@ -112,9 +112,9 @@ def render_errors(registry: Mapping[str, errors.CodeSpec], exit_meanings: Mappin
                 "refuses.",
                 "",
             ]
-            scoped = [(code(spec.code), spec.exit_code, _SCOPES.get(spec.scope, "—"), spec.meaning, spec.hint)
+            scoped = [(code(spec.code), spec.exit_code, spec.meaning, spec.hint, _SCOPES.get(spec.scope, "—"))
                       for spec in specs]
-            lines += [*table(("code", "exit", "in export", "meaning", "next step"), scoped), ""]
+            lines += [*table(("code", "exit", "meaning", "next step", "in export"), scoped), ""]
             continue
         rows = [(code(spec.code), spec.exit_code, spec.meaning, spec.hint) for spec in specs]
         lines += [*table(("code", "exit", "meaning", "next step"), rows), ""]

@@ -106,10 +106,11 @@ def test_the_help_of_a_cli_only_command_lists_only_its_own_options(command: str,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main([command, "--help"])
-    shown = set(re.findall(r"^  (--[a-z-]+)", capsys.readouterr().out, flags=re.MULTILINE))
+    shown = set(re.findall(r"^  (--[a-z0-9-]+)", capsys.readouterr().out, flags=re.MULTILINE))
     own = {"check": {"--contract", "--backend", "--state-dir"},
            "rehearse": {"--contract", "--state-dir", "--workdir", "--examples", "--report"},
-           "cell": {"--contract", "--state-dir", "--selection-path", "--case", "--junit", "--allure-results",
+           "cell": {"--contract", "--state-dir", "--selection-path", "--selection-sha256", "--case", "--junit",
+                    "--allure-results",
                     "--out", "--source-sha", "--attempt-id"}}[command]
     assert shown - {"--help", "--summary-file"} == own
     for foreign in ("--cases", "--job-run-id", "--deadline-seconds", "--ledger", "--testops-endpoint"):
