@@ -264,7 +264,7 @@ def test_result_documents_that_are_not_json_objects_are_refused() -> None:
     for data in (b"[1]", b"{", b'{"a": 1, "a": 2}', "é".encode("latin-1"), b'{"schema": "\\ud800"}'):
         refusal = refused("import.document", [Cell("exec-1")],
                           entries=lambda entries, d=data: [(n, d if n == RESULT_1 else v) for n, v in entries])
-        assert refusal.field == "/"
+        assert refusal.field in ("/", "/a", "/schema")  # the pointer of the problem, where it has one
 
 
 def test_a_listed_file_with_another_digest_is_import_digest() -> None:

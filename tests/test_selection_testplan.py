@@ -60,7 +60,7 @@ def test_a_selector_only_row_parses_without_an_id() -> None:
         ('{"version":"1.0","tests":[{"id":"1","selector":""}]}', "/tests/0/selector"),
         ('{"version":"1.0","tests":[{"id":"1","selector":7}]}', "/tests/0/selector"),
         ('[1,2]', "/"),
-        ('{"version":"1.0","version":"1.0","tests":[]}', "/"),
+        ('{"version":"1.0","version":"1.0","tests":[]}', "/version"),
         ("not json", "/"),
     ],
 )

@@ -23,8 +23,8 @@ from typing import Any
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import loads_json, read_safe_path
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-ID_RE = re.compile(r"^[1-9][0-9]{0,17}$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
+ID_RE = re.compile(r"^[1-9][0-9]{0,17}\Z")
 
 
 @dataclass(frozen=True)
@@ -219,9 +219,9 @@ def read_event(env: Mapping[str, str]) -> dict[str, Any]:
         raise Refusal("guard.event_file", f"the event file cannot be read safely: {exc.message}",
                       field="GITHUB_EVENT_PATH", expected=exc.expected, actual=exc.actual) from None
     try:
-        document = loads_json(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise Refusal("guard.event_file", f"the event file is not UTF-8 JSON ({type(exc).__name__})",
+        document = loads_json(data)
+    except ValueError as exc:
+        raise Refusal("guard.event_file", f"the event file is not valid JSON: {exc}",
                       field="GITHUB_EVENT_PATH", expected="a JSON object", actual=f"{len(data)} bytes") from None
     if not isinstance(document, dict):
         raise Refusal("guard.event_file", "the event file is not a JSON object", field="GITHUB_EVENT_PATH",

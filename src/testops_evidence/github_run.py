@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from urllib3.util.retry import Retry
 
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 MAX_ARTIFACTS = 5000  # GitHub keeps at most a few hundred per run; more means a broken or hostile server
 MAX_REDIRECTS = 3  # the zip endpoint redirects once to storage; allow a little slack, never a loop
 CHUNK = 64 * 1024

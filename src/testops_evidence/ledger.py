@@ -81,9 +81,10 @@ class Ledger:
     def parse(cls, data: bytes, source: str = "file") -> Ledger:
         """Parse and validate (schema, then the uniqueness and consistency rules) or ``ledger.invalid``."""
         try:
-            document = loads_json(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise _invalid(source, f"is not UTF-8 JSON ({type(exc).__name__})", expected="UTF-8 JSON") from None
+            document = loads_json(data)
+        except json.JSONDecodeError as exc:
+            raise _invalid(source, f"is not valid JSON: {exc}", field=getattr(exc, "pointer", "/"),
+                           expected="strict UTF-8 JSON") from None
         from testops_evidence.contract import schema_errors
 
         for where, message, expected in schema_errors("ledger", document):
@@ -317,7 +318,7 @@ _TEMP_RE_CACHE: dict[str, re.Pattern[str]] = {}
 def _remove_stale_temps(path: Path) -> None:
     """Delete temp files that a killed writer left (only lock holders write, so none is live)."""
     pattern = _TEMP_RE_CACHE.setdefault(path.name, re.compile(
-        r"^\." + re.escape(path.name) + r"\.[0-9]+\.[0-9a-f]{8}\.tmp$"))
+        r"^\." + re.escape(path.name) + r"\.[0-9]+\.[0-9a-f]{8}\.tmp\Z"))
     with suppress(OSError), os.scandir(path.parent) as entries:
         for entry in entries:
             if pattern.match(entry.name) and entry.is_file(follow_symlinks=False):

@@ -14,7 +14,6 @@ has its own code (``import.*``); see docs/import.md for the table.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from testops_evidence.contract import Contract, RemotePolicy, schema_errors
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence import cells
 from testops_evidence.evidence.archive import Archive, ArchiveFile
-from testops_evidence.safeio import sha256_bytes
+from testops_evidence.safeio import parse_json_bytes, sha256_bytes
 
 INTENT_SCHEMA = "testops-evidence/import-intent/v1"
 INTENT_LIMIT = 16 * 1024 * 1024
@@ -33,8 +32,8 @@ DOCUMENT_LIMIT = 4 * 1024 * 1024  # one JSON document in the archive
 HOST_NAME = "host.json"
 RESULT_NAME = "result.json"
 DEFINITION_NAME = "definition.json"
-EXECUTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+EXECUTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 # A measured duration may exceed its wall-clock span by clock granularity, never by more.
 DURATION_SLACK_MS = 1000
 
@@ -159,33 +158,12 @@ class Intent:
         return rows[0]
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            # json.loads would keep the last value; a document with two readings is refused.
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def parse_json_object(data: bytes, code: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_object)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        reason = str(exc) if str(exc).startswith("duplicate key") else type(exc).__name__
-        raise Refusal(code, f"{what} is not UTF-8 JSON ({reason[:120]})", field="/", expected="a JSON object",
-                      actual=None) from None
+    # Strict JSON: a document with two readings (a duplicate key), NaN or a 64-bit overflow is refused.
+    value = parse_json_bytes(data, what, code)
     if not isinstance(value, dict):
         raise Refusal(code, f"{what} is not a JSON object", field="/", expected="a JSON object",
                       actual=type(value).__name__)
-    try:
-        # A `\ud800` escape decodes to a string UTF-8 cannot encode; it would fail later, far from here
-        # (in the summary, the ledger), so such a document is refused now.
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise Refusal(code, f"{what} holds a lone UTF-16 surrogate escape", field="/",
-                      expected="UTF-8 encodable strings", actual=None) from None
     return value
 
 

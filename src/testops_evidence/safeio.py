@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 HASH_CHUNK = 1024 * 1024
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}\Z"  # \Z, not $: $ also matches before a final line break
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -222,11 +222,6 @@ def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:
     return read_safe(p.parent if str(p.parent) else ".", p.name, limit=limit)
 
 
-# A JSON `\u` escape of a UTF-16 surrogate (D800-DFFF); only a lone one is a problem (a pair decodes to
-# one character), so a match is the cue to look at the decoded strings, not a refusal by itself.
-_SURROGATE_ESCAPE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-
-
 def has_lone_surrogate(value: Any) -> bool:
     """True if a string or key of a JSON-like value holds a lone surrogate, which UTF-8 cannot encode."""
     stack = [value]
@@ -245,30 +240,20 @@ def has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def loads_json(text: str, **options: Any) -> Any:
-    """``json.loads`` for untrusted text that also refuses lone surrogate escapes (``"\\ud800"``).
+def loads_json(text: str | bytes) -> Any:
+    """Strict JSON (:mod:`strictjson`): refuses NaN and Infinity, duplicate keys, integers outside 64 bits
+    and lone surrogate escapes, raising :class:`strictjson.JSONProblem` — a ``json.JSONDecodeError``
+    with the problem's JSON pointer, line and column."""
+    from testops_evidence import strictjson
 
-    Python decodes such an escape into a string that can never be written back as UTF-8, so a document
-    holding one would be accepted here and fail later, far from its source (writing a receipt, a ledger,
-    a summary). It is raised as ``json.JSONDecodeError``, so each caller's handling of bad JSON applies.
-    """
-    import json
-    import re
-
-    value = json.loads(text, **options)
-    match = re.search(_SURROGATE_ESCAPE, text)
-    if match is not None and has_lone_surrogate(value):
-        raise json.JSONDecodeError("a \\u escape is a lone UTF-16 surrogate, not a character", text, match.start())
-    return value
+    return strictjson.loads(text)
 
 
-def parse_json_bytes(data: bytes, what: str) -> Any:
-    import json
+def parse_json_bytes(data: bytes, what: str, code: str = "io.invalid_json") -> Any:
+    """Strict JSON from bytes, or a refusal with the caller's area ``code`` naming line and column."""
+    from testops_evidence import strictjson
 
-    try:
-        return loads_json(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise Refusal("io.invalid_json", f"{what} is not valid UTF-8 JSON ({type(exc).__name__})") from None
+    return strictjson.load_document(data, what, code)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -415,7 +400,7 @@ class StateDir:
         """Record that a remote mutation is about to start; refuse if it already started once."""
         import re
 
-        if not re.match(r"^[a-z0-9_.-]{1,120}$", stage):
+        if not re.match(r"^[a-z0-9_.-]{1,120}\Z", stage):
             raise ValueError(stage)
         name = f"once-{stage}.json"
         self.ensure()

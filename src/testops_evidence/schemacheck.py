@@ -14,7 +14,9 @@ jsonschema alone. A property test compares the two on random schemas and documen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 Check = Callable[[Any], bool]
@@ -27,6 +29,37 @@ _SUPPORTED = frozenset({"type", "enum", "const", "pattern", "minLength", "maxLen
                         "maxProperties", "items", "minItems", "maxItems", "uniqueItems", "oneOf", "anyOf",
                         "allOf", "not", "$ref"}) | _ANNOTATIONS
 
+
+
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A JSON Schema ``pattern`` compiled with its ECMA-262 meaning of ``$``: the end of the input.
+
+    Python's ``$`` also matches before a final line break, so ``^[a-z]+$`` admitted ``"name\\n"`` — a key,
+    id or file name with a line break that collides with its stripped twin. Every ``$`` outside a
+    character class becomes ``\\Z``; ``\\$`` and ``[$]`` keep their meaning."""
+    return _ecma_compiled(pattern)
+
+
+@cache
+def _ecma_compiled(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            out.append(char)
+            escaped = False
+        elif char == "\\":
+            out.append(char)
+            escaped = True
+        elif in_class:
+            out.append(char)
+            in_class = char != "]"
+        elif char == "[":
+            out.append(char)
+            in_class = True
+        else:
+            out.append("\\Z" if char == "$" else char)
+    return re.compile("".join(out))
 
 class Unsupported(Exception):
     """The schema uses a keyword (or a form of one) this checker does not implement."""
@@ -179,9 +212,7 @@ class _Compiler:
 
     # --- strings ----------------------------------------------------------------------------------
     def _k_pattern(self, value: Any, _schema: Any) -> Check:
-        import re
-
-        search = re.compile(value).search
+        search = ecma_pattern(value).search
         return lambda v: not isinstance(v, str) or search(v) is not None
 
     def _k_minLength(self, value: Any, _schema: Any) -> Check:

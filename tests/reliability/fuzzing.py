@@ -173,6 +173,9 @@ INTERESTING_STRINGS = (
     "", " ", "a", "..", "../../etc/passwd", "/etc/passwd", "a/../../b", "C:\\x", "\x00", "\ud800", "\u202e",
     "x" * 5000, "%0A::error::injected", "${{ secrets.TOKEN }}", "ALLURE_TOKEN", "1", "-1", "0", "1e309",
     "true", "null", "NaN", "0123456789abcdef0123456789abcdef01234567", "sha256:" + "0" * 64,
+    # Round two (#14): extreme times, names ending in a line break.
+    "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59.999999Z",
+    "0000-01-01T00:00:00Z", "2026-12-01T10:00:00+99:00", "a-result.json\n", "get-task-context\n", "x\n",
 )
 INTERESTING_NUMBERS = (0, -1, 1, 2**31, 2**63, -(2**63), 10**30, 1.5, -0.0, 1e308, True, False, None)
 
@@ -276,6 +279,36 @@ def mutated_bytes(draw: st.DrawFn, seed: bytes, max_mutations: int = 4) -> bytes
     return bytes(data)
 
 
+# Tokens json.dumps cannot write from a Python value (or writes though JSON forbids them): integers past
+# Python's 4,300-digit limit and past 64 bits, NaN and the infinities, floats that overflow.
+RAW_TOKENS = ("9" * 4400, "-" + "9" * 5000, "18446744073709551616", "9223372036854775808", "1e999", "-1e400",
+              "NaN", "Infinity", "-Infinity")
+_MARKER = "\u0000raw-token\u0000"
+
+
+@st.composite
+def raw_token_json(draw: st.DrawFn, seed: Any) -> bytes:
+    """``seed`` (mutated) with one value replaced by a raw token from :data:`RAW_TOKENS`."""
+    doc = draw(mutated_json(seed, max_mutations=1))
+    path = draw(st.sampled_from(list(_locations(doc))))
+    text = json.dumps(_set(doc, path, _MARKER))
+    return text.replace(json.dumps(_MARKER), draw(st.sampled_from(RAW_TOKENS)), 1).encode("utf-8")
+
+
+@st.composite
+def duplicate_key_json(draw: st.DrawFn, seed: Any) -> bytes:
+    """``seed`` (mutated) with one object given a key twice, the second time with another value: a
+    last-wins reader and a first-wins reader would see two documents."""
+    doc = draw(mutated_json(seed, max_mutations=1))
+    objects = [path for path in _locations(doc) if isinstance(_get(doc, path), dict) and _get(doc, path)]
+    if not objects:
+        return json_bytes(doc)
+    node = _get(doc, draw(st.sampled_from(objects)))
+    key = draw(st.sampled_from(sorted(node)))
+    node[_MARKER] = draw(json_values)
+    return json.dumps(doc).replace(json.dumps(_MARKER), json.dumps(key), 1).encode("utf-8")
+
+
 def json_bytes(value: Any) -> bytes:
     """JSON text as an attacker may write it (NaN and lone surrogates included, as json.dumps allows)."""
     return json.dumps(value).encode("utf-8")
@@ -287,6 +320,8 @@ def document_bytes(seed: Any) -> st.SearchStrategy[bytes]:
     return st.one_of(
         mutated_json(seed).map(json_bytes),
         mutated_bytes(raw),
+        raw_token_json(seed),
+        duplicate_key_json(seed),
         json_values.map(json_bytes),
         st.binary(max_size=256),
     )

@@ -28,7 +28,16 @@ from hypothesis import strategies as st
 
 from helpers import FakeClock
 from reliability import corpus
-from reliability.fuzzing import Targets, fuzz_settings, json_bytes, json_values, mutated_bytes, mutated_json
+from reliability.fuzzing import (
+    Targets,
+    duplicate_key_json,
+    fuzz_settings,
+    json_bytes,
+    json_values,
+    mutated_bytes,
+    mutated_json,
+    raw_token_json,
+)
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence.context import env_context
@@ -122,13 +131,16 @@ STATUSES = st.one_of(st.sampled_from((200, 201, 204, 301, 302, 400, 401, 403, 40
 HEADERS = st.dictionaries(
     st.sampled_from(("Retry-After", "Content-Type", "Location", "X-Request-Id", "Transfer-Encoding")),
     st.one_of(st.sampled_from(("0", "1", "120", "999999", "-5", "Wed, 21 Oct 2015 07:28:00 GMT", "soon",
-                               "application/json", "text/html", "http://169.254.169.254/", "chunked")),
+                               "application/json", "text/html", "http://169.254.169.254/", "chunked",
+                               "9" * 400, "1" + "0" * 309, "Fri, 31 Dec 9999 23:59:59 GMT", "\u0661\u0662")),
               st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)),
     max_size=3)
 BODIES = st.one_of(
     json_values.map(json_bytes),
     mutated_json(corpus.page_document([{"id": 1, "name": "a"}])).map(json_bytes),
     mutated_json({"id": 77, "access_token": "jwt.abc.def", "expires_in": 3600}).map(json_bytes),
+    raw_token_json({"id": 77, "access_token": "jwt.abc.def", "expires_in": 3600}),
+    duplicate_key_json(corpus.page_document([{"id": 1, "name": "a"}])),
     st.binary(max_size=200),
 )
 
@@ -243,8 +255,8 @@ def test_fuzz_github_http(fuzz: Targets, github: GitHubWorld, route: str, status
         seed = corpus.run_document() if route == "run" else {"total_count": 1,
                                                              "artifacts": [corpus.artifact_document()]}
         body = data.draw(st.one_of(mutated_json(seed).map(json_bytes), json_values.map(json_bytes),
-                                   st.binary(max_size=100)))
-    retry_after = data.draw(st.sampled_from((None, "0", "1", "abc", "100000")))
+                                   raw_token_json(seed), duplicate_key_json(seed), st.binary(max_size=100)))
+    retry_after = data.draw(st.sampled_from((None, "0", "1", "abc", "100000", "9" * 400)))
     server.fault(route, status, retry_after=retry_after, body=body)
     policy = RequestPolicy(retries=1, sleep=lambda _seconds: None)
     api = server.api_url()

@@ -76,7 +76,8 @@ the next ``times`` matching requests (``None`` = all). Kinds:
 * ``truncate`` -- process, declare the full ``Content-Length``, send half the body, close the connection;
 * ``oversize`` -- process, answer valid JSON of about ``size`` bytes (no ``Content-Length`` unless
   ``declare_length``), then close;
-* ``invalid_json`` -- process, answer 200 with a body that is not JSON;
+* ``invalid_json`` -- process, answer 200 with a body that is not JSON (``body=`` chooses it: a strict
+  reader's refusals, such as a 5,000-digit integer or NaN, are "not JSON" too);
 * ``duplicate`` -- process, then repeat the first item of the page's ``content`` (or of a JSON array);
 * ``drop`` -- process ("commit"), then close the connection without any answer (the uncertain mutation).
 
@@ -132,6 +133,7 @@ class Fault:
     declare_length: bool = False
     commit: bool = True
     hits: int = 0
+    body: bytes = b"{not json"
 
     def matches(self, method: str, route: str) -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -462,11 +464,11 @@ class TestOpsServer:
     # --- faults --------------------------------------------------------------------------------------
     def fail(self, method: str, route: str, kind: str, *, times: int | None = 1, status: int = 503,
              retry_after: str | None = None, delay: float = 5.0, size: int = 1024 * 1024,
-             declare_length: bool = False, commit: bool | None = None) -> Fault:
+             declare_length: bool = False, commit: bool | None = None, body: bytes = b"{not json") -> Fault:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         fault = Fault(method.upper(), re.compile(route), kind, times, status, retry_after, delay, size,
-                      declare_length, commit if commit is not None else kind != "status")
+                      declare_length, commit if commit is not None else kind != "status", body=body)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -580,7 +582,7 @@ class TestOpsServer:
                 handler.wfile.write(data)
             handler.close_connection = True
         elif kind == "invalid_json":
-            self._send_raw(handler, entry, 200, b"{not json", response.headers)
+            self._send_raw(handler, entry, 200, fault.body, response.headers)
         elif kind == "duplicate":
             payload = response.payload
             if isinstance(payload, dict) and isinstance(payload.get("content"), list) and payload["content"]:

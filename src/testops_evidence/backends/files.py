@@ -83,7 +83,8 @@ class Backend:
         names: Counter[str] = Counter()
         for name in sorted(present):
             if name.endswith("-result.json"):
-                document = parse_json_bytes(read_safe(destination, name, limit=RESULT_FILE_LIMIT), name)
+                document = parse_json_bytes(read_safe(destination, name, limit=RESULT_FILE_LIMIT), name,
+                                            "verify.mismatch")
                 names[str(document.get("fullName")) if isinstance(document, dict) else name] += 1
         duplicated = sorted(n for n, count in names.items() if count > 1)
         if duplicated:
@@ -99,7 +100,7 @@ class Backend:
                               field=name, expected=digest, actual=actual)
         for row in receipt.results:
             document = parse_json_bytes(read_safe(destination, row["result-file"], limit=RESULT_FILE_LIMIT),
-                                        row["result-file"])
+                                        row["result-file"], "verify.mismatch")
             for key, want, got in (("uuid", row["uuid"], document.get("uuid")),
                                    ("fullName", row["full-name"], document.get("fullName")),
                                    ("status", row["status"], document.get("status"))):

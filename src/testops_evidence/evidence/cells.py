@@ -53,17 +53,39 @@ USAGE_ALLOWED: tuple[str, ...] = (
 )
 
 
-def parse_time(text: str, where: str = "time") -> datetime:
-    """An RFC 3339 time as an aware UTC datetime (the schema has already checked the shape)."""
+# Evidence times: from the Unix epoch (Allure and TestOps count milliseconds from it) to the last instant
+# Python's datetime can hold in UTC. 9999-12-31T23:59:59-23:59 is a valid RFC 3339 text whose UTC instant
+# is in the year 10000, and 0001-01-01T00:00:00+23:59 one in the year 0: both overflowed far from here.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_RANGE = "between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
+
+
+def in_time_range(value: datetime) -> datetime | None:
+    """``value`` (aware) as UTC when it is an instant evidence can hold, else None."""
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return utc if EARLIEST <= utc <= LATEST else None
+
+
+def parse_time(text: str, where: str = "time", code: str = "export.cell_invalid") -> datetime:
+    """An RFC 3339 time as an aware UTC datetime (the schema has already checked the shape), refused
+    with ``code`` when it is not one, has no offset, or is outside :data:`TIME_RANGE`."""
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise Refusal("export.cell_invalid", f"{where} is not a valid time", field=where,
+        raise Refusal(code, f"{where} is not a valid time", field=where,
                       expected="an RFC 3339 time such as 2026-12-01T10:02:00Z", actual=text) from None
     if value.tzinfo is None:
-        raise Refusal("export.cell_invalid", f"{where} has no time zone", field=where,
+        raise Refusal(code, f"{where} has no time zone", field=where,
                       expected="a time ending in Z or ±hh:mm", actual=text)
-    return value.astimezone(UTC)
+    utc = in_time_range(value)
+    if utc is None:
+        raise Refusal(code, f"{where} is outside the times evidence can hold", field=where,
+                      expected=f"a time {TIME_RANGE}", actual=text)
+    return utc
 
 
 def epoch_ms(text: str) -> int:

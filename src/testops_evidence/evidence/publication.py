@@ -96,7 +96,8 @@ def bundle_parts(receipt: Receipt, evidence: Iterable[tuple[Mapping[str, Any], b
     sizes = [len(canonical_json(receipt.document))]  # the first part also carries the receipt
     for row, data in evidence:
         entry = canonical_json({"key": row["key"], "uuid": row["uuid"], "sha256": row["attachment-sha256"],
-                                "document": parse_json_bytes(data, str(row["attachment-file"]))})
+                                "document": parse_json_bytes(data, str(row["attachment-file"]),
+                                                             "upload.results_invalid")})
         if entries[-1] and sizes[-1] + len(entry) > budget:
             entries.append([])
             sizes.append(0)

@@ -73,7 +73,7 @@ def _refuse(message: str, **details: Any) -> Refusal:
 
 
 def receipt_from_bytes(data: bytes, path: str) -> Receipt:
-    document = parse_json_bytes(data, f"the export receipt {path}")
+    document = parse_json_bytes(data, f"the export receipt {path}", "export.receipt")
     validate_document("export-receipt", document, "export.receipt", f"the export receipt {path}")
     rows = document["results"]
     for field in ("key", "uuid", "result-file", "attachment-file"):

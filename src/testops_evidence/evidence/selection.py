@@ -36,7 +36,7 @@ SCHEMA_ID = "testops-evidence/selection/v1"
 # A 10,000-case selection is about 3 MB; the cap bounds what a worker reads from an artifact.
 SELECTION_LIMIT = 64 * 1024 * 1024
 SOURCES = ("job-run", "standing-plan", "contract", "cases")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def load_selection(path: str | os.PathLike[str], expected_sha256: str | None,
         raise Refusal("selection.digest", f"the selection file {os.fspath(path)} does not hash to the expected "
                       "digest: it was changed, or it belongs to another select step", field="selection-sha256",
                       expected=expected, actual=actual)
-    document = parse_json_bytes(data, "the selection")
+    document = parse_json_bytes(data, "the selection", "selection.invalid")
     validate_document("selection", document, "selection.invalid", "the selection")
     return Selection(document=document, digest=actual, path=os.fspath(path))
 

@@ -20,15 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# _unique_keys: json.loads would keep the last of two equal keys; a plan must not silently lose a field.
-from testops_evidence.contract import Case, Contract, _unique_keys
+from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import loads_json, read_safe_path
 
 PLAN_VERSION = "1.0"
 STANDING_PLAN_LIMIT = 16 * 1024 * 1024
 SELECTOR_MAX = 1000  # the contract's full-name cap
-_ID_TEXT = re.compile(r"^[1-9][0-9]{0,17}$")
+_ID_TEXT = re.compile(r"^[1-9][0-9]{0,17}\Z")
 _ROW_KEYS = frozenset({"id", "selector"})
 
 
@@ -70,10 +69,9 @@ def parse_standing_plan(data: bytes) -> tuple[PlanRow, ...]:
     """Parse ``testplan.json`` bytes. Refuses ``selection.standing_plan`` (shape) and
     ``selection.duplicate_case`` (an id or selector listed twice)."""
     try:
-        document = loads_json(data.decode("utf-8"), object_pairs_hook=_unique_keys)
-    except (ValueError, RecursionError) as exc:  # also: bad UTF-8, duplicate keys, 4300+ digit numbers
-        raise _standing(f"not valid UTF-8 JSON ({type(exc).__name__.lstrip('_')})", "/", "a JSON object",
-                        None) from None
+        document = loads_json(data)
+    except ValueError as exc:  # strict JSON: also duplicate keys, NaN, integers outside 64 bits
+        raise _standing(f"not valid JSON: {exc}", getattr(exc, "pointer", "/"), "a JSON object", None) from None
     if not isinstance(document, dict):
         raise _standing("the top level is not an object", "/", "an object", type(document).__name__)
     extra = sorted(set(document) - {"version", "tests"})

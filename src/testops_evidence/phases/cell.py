@@ -32,10 +32,10 @@ from testops_evidence.evidence.tree import list_dir
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, read_safe, sha256_bytes, write_once
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
 # Set by the campaign template's case runner for every case command (docs/workflows.md).
 SELECTION_DIGEST_VARIABLE = "TESTOPS_EVIDENCE_SELECTION_SHA256"
-ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 
 
 def _option(ctx: PhaseContext, name: str) -> str | None:

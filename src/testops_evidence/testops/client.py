@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import time
@@ -498,9 +499,9 @@ class TestOpsClient:
         if not answer.body.strip():
             return None
         try:
-            return loads_json(answer.body.decode("utf-8"))
+            return loads_json(answer.body)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            reason = f"the answer to {method} {clean} is not UTF-8 JSON ({type(exc).__name__})"
+            reason = f"the answer to {method} {clean} is not valid JSON ({exc})"
             if method in MUTATING:
                 raise self._uncertain(method, clean, f"HTTP {answer.status} was answered, but {reason}") from None
             raise Refusal("testops.response_invalid", reason, field="body", expected="JSON",
@@ -591,7 +592,7 @@ class TestOpsClient:
                 raise self._status_refusal("POST", TOKEN_PATH, answer, attempts=attempt + 1)
             break
         try:
-            body = loads_json(answer.body.decode("utf-8"))
+            body = loads_json(answer.body)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise Refusal("testops.response_invalid", "the token exchange answer is not JSON") from None
         token = body.get("access_token") if isinstance(body, dict) else None
@@ -667,20 +668,22 @@ def _retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(int(text))
+    if text.isascii() and text.isdigit():
+        # delay-seconds (RFC 9110 10.2.3): any number of digits; past 15 it is longer than any cap, and
+        # int() or float() of hundreds of digits would raise instead of answering.
+        return float(text) if len(text) <= 15 else math.inf
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+        return max(0.0, when.timestamp() - now)
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - now)
 
 
 def _server_message(body: bytes) -> str:
     """The ``message`` (or ``error``) a TestOps error body carries, bounded; never the raw body."""
     try:
-        value = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        value = loads_json(body)
+    except ValueError:
         return ""
     if isinstance(value, dict):
         for key in ("message", "error_description", "error"):

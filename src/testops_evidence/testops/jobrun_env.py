@@ -29,7 +29,7 @@ SECRET_NAMES = frozenset({"ALLURE_TOKEN"})
 ID_NAMES = ("ALLURE_JOB_RUN_ID", "ALLURE_LAUNCH_ID", "ALLURE_PROJECT_ID")
 
 _LINE = re.compile(r"^(?:export[ \t]+)?(?P<name>[A-Z_][A-Z0-9_]{0,127})(?:=|[ \t]+=[ \t]*)(?P<value>.*)$")
-_ID = re.compile(r"^[1-9][0-9]{0,17}$")
+_ID = re.compile(r"^[1-9][0-9]{0,17}\Z")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 

@@ -41,7 +41,7 @@ def prepare(receipt: Receipt, results_dir: Path) -> Prepared:
     rows = receipt.results
     expected = receipt.expected_files()
     dtos = [result_dto(parse_json_bytes(verified_bytes(results_dir, row["result-file"], row["result-sha256"],
-                                                        RESULTS_CODE), row["result-file"])) for row in rows]
+                                                        RESULTS_CODE), row["result-file"], RESULTS_CODE)) for row in rows]
     evidence = [(row, verified_bytes(results_dir, row["attachment-file"], row["attachment-sha256"], RESULTS_CODE))
                 for row in rows]
     for name in (f["name"] for f in receipt.document["files"]):

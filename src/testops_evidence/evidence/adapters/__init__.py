@@ -30,11 +30,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import CELL_SCHEMA, format_time
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.cells import CELL_SCHEMA, LATEST, TIME_RANGE, format_time
+
+LATEST_MS = int(LATEST.timestamp() * 1000)
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 MESSAGE_LIMIT = 500
-_PARAM = re.compile(r"\[([^\[\]]{1,200})\]$")
+_PARAM = re.compile(r"\[([^\[\]]{1,200})\]\Z")
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,10 @@ def build_cell(
     fallback_ms = int(fallback_time * 1000)
     start_ms = min(starts) if starts else fallback_ms
     stop_ms = max([*stops, start_ms]) if stops else start_ms
+    if stop_ms > LATEST_MS:
+        # A timestamp near the end of 9999 plus a long duration: no RFC 3339 time in UTC can say it.
+        raise Refusal("export.adapter", "the report's times end after the last time evidence can hold",
+                      field="time", expected=f"a time {TIME_RANGE}", actual=f"{stop_ms} ms since 1970")
     parts = [f"adapted from {origin}: {mapped} test(s) mapped to {len(states)} check(s)"]
     for label, items in (("failed", failed), ("errored", errored), ("not recorded", not_recorded)):
         if items:

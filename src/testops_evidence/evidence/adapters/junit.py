@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from testops_evidence.evidence.cells import in_time_range
 
 JUNIT_LIMIT = 32 * 1024 * 1024
 MAX_DEPTH = 32
@@ -90,10 +91,9 @@ def _suite_start_ms(suite: ET.Element) -> int | None:
         return None
     if value.tzinfo is None:  # JUnit writers without an offset write UTC on CI runners; documented
         value = value.replace(tzinfo=UTC)
-    try:
-        return int(value.timestamp() * 1000)
-    except (OverflowError, ValueError, OSError):
-        return None
+    # Out of range (9999-12-31T23:59:59-23:59 is the year 10000 in UTC) reads like no timestamp at all.
+    utc = in_time_range(value)
+    return int(utc.timestamp() * 1000) if utc is not None else None
 
 
 def _seconds_ms(text: str | None) -> int:

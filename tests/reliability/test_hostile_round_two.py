@@ -1,0 +1,252 @@
+"""Issue #14, "Hostile input, round two": each reproduction that ended in ``internal.error`` (or was
+silently accepted) on the main it was found on, now a coded refusal of the parser's own area.
+
+The attack classes (huge integers, NaN and Infinity, duplicate keys, extreme times, names ending in a
+line break) are also drawn by every fuzz target (fuzzing.py); these are the reproductions themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evidence_support import cell, small_contract
+from helpers import FakeClock
+from servers.testops_server import TestOpsServer
+from testops_evidence.errors import Refusal
+from testops_evidence.testops.client import TestOpsClient
+
+HUGE = "9" * 4400  # past Python's 4,300-digit int-string limit: json.loads raised ValueError
+CONTRACT = small_contract()
+TOKEN = "sentinel-token-hostile-round-two"  # noqa: S105 - a test value
+PROJECT = 1
+
+
+def refusal_of(call: Callable[[], Any]) -> Refusal:
+    with pytest.raises(Refusal) as info:
+        call()
+    assert info.value.code != "internal.error"
+    return info.value
+
+
+def with_raw(document: dict[str, Any], key: str, token: str) -> bytes:
+    """``document`` serialised with the value of top-level ``key`` replaced by a raw JSON token."""
+    marker = "\u0000raw\u0000"
+    return json.dumps({**document, key: marker}).replace(json.dumps(marker), token).encode()
+
+
+def with_duplicate(document: dict[str, Any], key: str, later: Any) -> bytes:
+    """``document`` with ``key`` given a second time (``later``) at the end of the object."""
+    return (json.dumps(document)[:-1] + f", {json.dumps(key)}: {json.dumps(later)}}}").encode()
+
+
+# --- 1. integers of 4,300+ digits -------------------------------------------------------------------------
+
+def test_1_a_huge_integer_in_a_json_contract_is_contract_invalid(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    path = tmp_path / "contract.json"
+    path.write_bytes(with_raw(dict(CONTRACT.document), "version", HUGE))
+    refusal = refusal_of(lambda: load_contract(path))
+    assert (refusal.code, refusal.field) == ("contract.invalid", "/version")
+    assert "an integer of 4400 digits" in refusal.message and "line 1" in refusal.message
+
+
+def test_1_a_huge_integer_in_a_cell_result_is_export_cell_invalid() -> None:
+    from testops_evidence.evidence.cells import cell_from_bytes
+
+    data = with_raw(cell(CONTRACT, "budget-stop"), "run-attempt", HUGE)
+    refusal = refusal_of(lambda: cell_from_bytes(data, "c.json"))
+    assert (refusal.code, refusal.field) == ("export.cell_invalid", "/run-attempt")
+
+
+def test_1_a_huge_integer_in_an_allure_result_is_export_adapter() -> None:
+    from testops_evidence.evidence.adapters.allure_results import parse_result
+
+    document = {"uuid": "u", "name": "test_x", "fullName": "m.test_x", "status": "passed", "start": 1, "stop": 2}
+    refusal = refusal_of(lambda: parse_result(with_raw(document, "start", HUGE), "a-result.json"))
+    assert refusal.code == "export.adapter"
+
+
+def test_1_a_huge_integer_in_a_catalog_is_selection_catalog(tmp_path: Path) -> None:
+    from testops_evidence.evidence.catalog import read_catalog
+
+    path = tmp_path / "catalog.json"
+    path.write_bytes(with_raw({"cases": {}}, "size", HUGE))
+    assert refusal_of(lambda: read_catalog(path)).code == "selection.catalog"
+
+
+def test_1_a_huge_integer_in_a_ledger_is_ledger_invalid() -> None:
+    from testops_evidence.ledger import Ledger
+
+    data = with_raw({"schema": "testops-evidence/ledger/v1", "campaign": "c"}, "imports", HUGE)
+    refusal = refusal_of(lambda: Ledger.parse(data))
+    assert (refusal.code, refusal.field) == ("ledger.invalid", "/imports")
+
+
+def test_1_a_huge_integer_in_a_receipt_is_export_receipt() -> None:
+    from testops_evidence.evidence.receipt import receipt_from_bytes
+
+    data = with_raw({"schema": "testops-evidence/export-receipt/v1"}, "count", HUGE)
+    assert refusal_of(lambda: receipt_from_bytes(data, "r.json")).code == "export.receipt"
+
+
+@pytest.fixture
+def testops() -> Iterator[tuple[TestOpsServer, FakeClock]]:
+    clock = FakeClock()
+    with TestOpsServer(token=TOKEN, clock=clock.monotonic) as server:
+        server.add_project(PROJECT)
+        server.add_case(PROJECT, "Case", "suite/case", id=100)
+        yield server, clock
+
+
+def client_for(server: TestOpsServer, clock: FakeClock) -> TestOpsClient:
+    return TestOpsClient(server.url, TOKEN, project_id=PROJECT, clock=clock.time, monotonic=clock.monotonic,
+                         sleep=clock.sleep, log=lambda _line: None, rng=random.Random(7), read_timeout=10.0)
+
+
+def test_1_a_huge_integer_in_a_testops_answer_is_response_invalid(testops: tuple[TestOpsServer, FakeClock]) -> None:
+    server, clock = testops
+    server.fail("GET", "/testcase/100", "invalid_json", body=f'{{"id": {HUGE}}}'.encode())
+    refusal = refusal_of(lambda: client_for(server, clock).get("/testcase/100"))
+    assert refusal.code == "testops.response_invalid"
+    assert "an integer of 4400 digits" in refusal.message
+
+
+def test_1_after_a_mutation_a_huge_integer_answer_is_uncertain(testops: tuple[TestOpsServer, FakeClock]) -> None:
+    server, clock = testops
+    server.fail("POST", "/testcase", "invalid_json", body=f'{{"id": {HUGE}}}'.encode())
+    before = len(server.cases)
+    refusal = refusal_of(lambda: client_for(server, clock).post(
+        "/testcase", {"projectId": PROJECT, "name": "n", "fullName": "suite/n"}))
+    assert refusal.code == "testops.uncertain"  # the case was created; the answer cannot be read
+    assert len(server.cases) == before + 1 and len(server.mutations()) == 1
+
+
+# --- 2. Retry-After with hundreds of digits ------------------------------------------------------------------
+
+@pytest.mark.parametrize("retry_after", ["9" * 400, "9" * 5000, "1" + "0" * 309])
+def test_2_a_retry_after_of_hundreds_of_digits_is_a_deadline(testops: tuple[TestOpsServer, FakeClock],
+                                                            retry_after: str) -> None:
+    server, clock = testops
+    server.fail("GET", "/testcase/100", "status", status=429, retry_after=retry_after)
+    refusal = refusal_of(lambda: client_for(server, clock).get("/testcase/100"))
+    assert (refusal.code, refusal.field) == ("testops.deadline", "Retry-After")
+    assert clock.sleeps == []
+
+
+# --- 11. non-standard JSON: NaN, Infinity, duplicate keys ---------------------------------------------------
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_11_nan_and_infinity_in_a_catalog_are_refused_not_written_back(tmp_path: Path, token: str) -> None:
+    from testops_evidence.evidence.catalog import read_catalog
+
+    path = tmp_path / "catalog.json"
+    path.write_bytes(with_raw({"cases": {"budget-stop": {"x": 1}}}, "weight", token))
+    refusal = refusal_of(lambda: read_catalog(path))
+    assert refusal.code == "selection.catalog" and "not a JSON number" in refusal.message or "too large" in (
+        refusal.message)
+
+
+def test_11_a_cell_with_two_dispositions_is_refused() -> None:
+    from testops_evidence.evidence.cells import cell_from_bytes
+
+    document = cell(CONTRACT, "budget-stop", disposition="passed")
+    data = with_duplicate(document, "disposition", "behavior_failure")
+    refusal = refusal_of(lambda: cell_from_bytes(data, "c.json"))
+    assert (refusal.code, refusal.field) == ("export.cell_invalid", "/disposition")
+    assert 'the key "disposition" appears twice' in refusal.message
+
+
+def test_11_duplicate_keys_in_a_catalog_and_an_allure_result_are_refused(tmp_path: Path) -> None:
+    from testops_evidence.evidence.adapters.allure_results import parse_result
+    from testops_evidence.evidence.catalog import read_catalog
+
+    path = tmp_path / "catalog.json"
+    path.write_bytes(with_duplicate({"cases": {"a": {}}}, "cases", {"b": {}}))
+    assert refusal_of(lambda: read_catalog(path)).code == "selection.catalog"
+    document = {"uuid": "u", "name": "test_x", "fullName": "m.test_x", "status": "failed", "start": 1, "stop": 2}
+    refusal = refusal_of(lambda: parse_result(with_duplicate(document, "status", "passed"), "a-result.json"))
+    assert refusal.code == "export.adapter" and "appears twice" in refusal.message
+
+
+# --- 3. out-of-range times ----------------------------------------------------------------------------------
+
+EXTREME_TIMES = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "1969-12-31T23:59:59Z"]
+
+
+@pytest.mark.parametrize("moment", EXTREME_TIMES)
+@pytest.mark.parametrize("field", ["started-at", "finished-at"])
+def test_3_an_out_of_range_time_in_a_cell_is_export_cell_invalid(moment: str, field: str) -> None:
+    from testops_evidence.evidence.cells import cell_from_bytes
+
+    document = cell(CONTRACT, "budget-stop", started="1970-01-01T00:00:00Z", finished="9999-12-31T23:59:59Z")
+    document[field] = moment
+    refusal = refusal_of(lambda: cell_from_bytes(json.dumps(document).encode(), "c.json"))
+    assert (refusal.code, refusal.field) == ("export.cell_invalid", field)
+    assert "outside the times evidence can hold" in refusal.message
+
+
+@pytest.mark.parametrize("stamp,duration,code", [
+    ("9999-12-31T23:59:59-23:59", "3", None),  # not an instant in UTC: read as no timestamp (the step's clock)
+    ("0001-01-01T00:00:00+23:59", "3", None),
+    ("9999-12-31T23:59:00Z", "100000", "export.adapter"),  # ends after 9999-12-31T23:59:59Z
+])
+def test_3_an_out_of_range_junit_timestamp_never_crashes_the_cell_phase(tmp_path: Path, stamp: str, duration: str,
+                                                                        code: str | None) -> None:
+    from evidence_support import actions_env, write_contract
+    from helpers import run_mode
+
+    contract = write_contract(CONTRACT, tmp_path / "contract.json")
+    (tmp_path / "report.xml").write_text(f"<testsuite timestamp='{stamp}' time='{duration}'>"
+                                         f"<testcase name='test_stopped_at_budget' time='{duration}'/>"
+                                         "<testcase name='test_spend_reported'/></testsuite>")
+    run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop",
+                                      "junit": str(tmp_path / "report.xml"), "out": str(tmp_path / "c.json")},
+                   actions_env())
+    assert run.outputs.get("error-code") == code, run.summary
+    assert run.exit_code == (0 if code is None else 2)
+
+
+@pytest.mark.parametrize("moment", EXTREME_TIMES[:2])
+def test_3_an_out_of_range_time_in_a_remote_host_document_is_import_host(moment: str) -> None:
+    from test_import_validation import HOST, Cell, edit_json, refused  # the import validation harness
+
+    def change(document: dict[str, Any]) -> None:
+        document["qualified-at"] = moment
+    assert refused("import.host", [Cell("exec-1")], entries=edit_json(HOST, change)).field == "qualified-at"
+
+
+# --- 9. names ending in a line break ------------------------------------------------------------------------
+
+def test_9_an_allure_result_named_with_a_trailing_line_break_is_refused_not_skipped(tmp_path: Path) -> None:
+    from evidence_support import actions_env, write_contract
+    from helpers import run_mode
+
+    results = tmp_path / "allure-results"
+    results.mkdir()
+    passing = {"uuid": "a", "name": "test_stopped_at_budget", "fullName": "t.test_stopped_at_budget",
+               "status": "passed", "start": 1_796_119_200_000, "stop": 1_796_119_201_000}
+    failing = {**passing, "uuid": "b", "name": "test_spend_reported", "fullName": "t.test_spend_reported",
+               "status": "failed"}
+    (results / "a-result.json").write_text(json.dumps(passing))
+    (results / "b-result.json\n").write_text(json.dumps(failing))  # the failure a `$` let through unread
+    contract = write_contract(CONTRACT, tmp_path / "contract.json")
+    run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop",
+                                      "allure-results": str(results), "out": str(tmp_path / "c.json")},
+                   actions_env())
+    assert run.outputs.get("error-code") == "io.unsafe_path", run.summary
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_9_schema_patterns_end_at_the_end_of_the_text() -> None:
+    from testops_evidence.evidence.cells import cell_from_bytes
+
+    document = cell(CONTRACT, "budget-stop", attempt="attempt-1\n")
+    refusal = refusal_of(lambda: cell_from_bytes(json.dumps(document).encode(), "c.json"))
+    assert (refusal.code, refusal.field) == ("export.cell_invalid", "/attempt-id")
