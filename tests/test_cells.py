@@ -116,7 +116,6 @@ def test_schema_violations_name_the_pointer() -> None:
 
 
 def test_not_a_cell_document_is_refused() -> None:
-<<<<<<< HEAD
     error = refusal(lambda: cell_from_bytes(b'{"schema": "testops-evidence/cell-result/v3"}', "x.json"))
     assert (error.code, error.expected) == ("export.cell_invalid", "testops-evidence/cell-result/v2")
     assert refusal(lambda: cell_from_bytes(b"\xff\xfe", "x.json")).code == "export.cell_invalid"
@@ -133,13 +132,6 @@ def test_a_v1_cell_is_refused_with_the_way_to_migrate() -> None:
     bound = admit([CellFile("old.json", data=json.dumps(document).encode())], binding())
     assert rejection(bound, "budget-stop").code == "export.cell_version"
     assert verdict(bound["budget-stop"], CONTRACT.case("budget-stop")).status == "broken"
-=======
-    error = refusal(lambda: cell_from_bytes(b'{"schema": "testops-evidence/cell-result/v2"}', "x.json"))
-    assert (error.code, error.expected) == ("export.cell_invalid", "testops-evidence/cell-result/v1")
-    # Unreadable bytes are refused with the cell's own code, saying where (#14: every parser its area's code).
-    unreadable = refusal(lambda: cell_from_bytes(b"\xff\xfe", "x.json"))
-    assert (unreadable.code, unreadable.actual) == ("export.cell_invalid", "line 1, column 1")
->>>>>>> 7056457 (One strict JSON reader for every untrusted document; times and names checked to their ends)
 
 
 def test_finished_before_started_is_refused() -> None:
