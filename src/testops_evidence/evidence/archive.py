@@ -15,7 +15,9 @@ Checks, and why:
   (a later duplicate would silently shadow an earlier one), and no name that is both a file and a
   directory;
 * types: no symbolic links or other special files (Unix mode bits in ``external_attr``), no encrypted
-  entries, only the *stored* and *deflated* methods;
+  entries, only the *stored* and *deflated* methods (and *Zstandard*, method 93, where the caller allows
+  it: Inspect AI's ``.eval`` logs; decoded by :mod:`testops_evidence.evidence.zstd`, the local header's
+  name checked against the central directory's, the CRC-32 checked like zipfile checks it);
 * sizes: per-entry and total uncompressed caps on the declared sizes of every entry, a compression-ratio
   cap against zip bombs, and the bytes actually inflated are counted again (declared sizes are data).
 """
@@ -40,6 +42,8 @@ _EOCD = b"PK\x05\x06"
 _EOCD64_LOCATOR = b"PK\x06\x07"
 _EOCD64 = b"PK\x06\x06"
 _EOCD_SIZE = 22
+_LOCAL = b"PK\x03\x04"
+ZIP_ZSTANDARD = 93  # APPNOTE 4.4.5; zipfile names it only from Python 3.14
 _MAX_COMMENT = 0xFFFF
 _CHUNK = 64 * 1024
 
@@ -60,6 +64,7 @@ class ArchiveLimits:
     ratio_floor: int = 1 * MIB  # entries smaller than this cannot amplify much; the ratio is not checked
     max_name_length: int = 1024
     max_directory_bytes: int = 8 * MIB  # the central directory itself (bounds ZipInfo memory)
+    zstandard: bool = False  # admit method 93 (Zstandard) entries
 
 
 DEFAULT_LIMITS = ArchiveLimits()
@@ -149,9 +154,10 @@ def _check_entry(info: zipfile.ZipInfo, limits: ArchiveLimits) -> None:
         raise _unsafe("a directory entry has no trailing '/'", entry=name, expected="a consistent entry type")
     if info.flag_bits & 0x1:
         raise _unsafe("an entry is encrypted", entry=name, expected="no encryption")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+    methods = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, *((ZIP_ZSTANDARD,) if limits.zstandard else ()))
+    if info.compress_type not in methods:
         raise _unsafe(f"an entry uses compression method {info.compress_type}", entry=name,
-                      expected="stored or deflated")
+                      expected="stored or deflated" + (" or Zstandard" if limits.zstandard else ""))
     if info.file_size > limits.max_entry_bytes:
         raise _unsafe(f"an entry declares {info.file_size} bytes, over the {limits.max_entry_bytes}-byte cap",
                       entry=name, expected=f"<= {limits.max_entry_bytes} bytes")
@@ -218,7 +224,11 @@ def _extract(data: bytes, prefix: str, limits: ArchiveLimits) -> Archive:
         for info in files:
             if not info.filename.startswith(prefix):
                 continue
-            content = _inflate(archive, info, min(limits.max_entry_bytes, budget))
+            cap = min(limits.max_entry_bytes, budget)
+            if info.compress_type == ZIP_ZSTANDARD:
+                content = _inflate_zstandard(data, info, cap)
+            else:
+                content = _inflate(archive, info, cap)
             budget -= len(content)
             read[info.filename] = ArchiveFile(info.filename, content, hashlib.sha256(content).hexdigest())
         return Archive(names=tuple(i.filename for i in files), files=read, uncompressed_bytes=declared)
@@ -240,3 +250,32 @@ def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes
             chunks.append(chunk)
     # zipfile has verified the CRC-32 at end of stream (BadZipFile otherwise).
     return b"".join(chunks)
+
+
+def _inflate_zstandard(data: bytes, info: zipfile.ZipInfo, cap: int) -> bytes:
+    """A Zstandard entry: zipfile cannot open it before Python 3.14, so its local header is read here."""
+    from testops_evidence.evidence.zstd import ZstdError, decompress
+
+    offset = info.header_offset
+    if data[offset:offset + 4] != _LOCAL:
+        raise _unsafe("an entry's local header is missing", entry=info.filename, expected="a local file header")
+    name_length, extra_length = struct.unpack("<HH", data[offset + 26:offset + 30])
+    raw_name = data[offset + 30:offset + 30 + name_length]
+    local_name = raw_name.decode("utf-8" if info.flag_bits & 0x800 else "cp437")
+    if local_name != info.orig_filename:
+        raise _unsafe("an entry's local header names another file than the central directory", entry=info.filename,
+                      expected=_shown(info.orig_filename), actual=_shown(local_name))
+    start = offset + 30 + name_length + extra_length
+    end = start + info.compress_size
+    if end > len(data):
+        raise _unsafe("an entry runs past the end of the archive", entry=info.filename, expected="a complete entry")
+    try:
+        content = decompress(data[start:end], min(cap, info.file_size))
+    except ZstdError as exc:
+        raise _unsafe(f"an entry is not valid Zstandard ({exc})", entry=info.filename,
+                      expected=f"a Zstandard stream of at most {min(cap, info.file_size)} bytes") from None
+    if len(content) != info.file_size or zlib.crc32(content) != info.CRC:
+        raise _unsafe("an entry's content does not match its size or CRC-32", entry=info.filename,
+                      expected=f"{info.file_size} bytes with CRC-32 {info.CRC:08x}",
+                      actual=f"{len(content)} bytes with CRC-32 {zlib.crc32(content):08x}")
+    return content
