@@ -31,7 +31,8 @@ _DESCRIPTIONS = {
     "reconcile": "resolve uncertain mutations by observation",
     "check": "validate a contract and print a summary of it",
     "rehearse": "run the whole campaign locally on the files backend",
-    "cell": "worker: write one cell result from JUnit XML or allure-results (adapter rules in docs/evidence.md)",
+    "cell": "worker: write one cell result from JUnit XML, allure-results, an Inspect AI log or promptfoo results "
+            "(adapter rules in docs/evidence.md)",
 }
 
 

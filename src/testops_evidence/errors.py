@@ -305,10 +305,22 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "write `behavior_failure` otherwise.",
               cause="A harness that writes `passed` from its exit code while a check failed or was not measured.",
               scope=SCOPE_CASE),
-        _spec("export.adapter", _U, "a JUnit XML or allure-results input cannot be adapted",
-              "Check the report file the refusal names: it must be JUnit XML or allure-results whose test names "
-              "map to the case's checks (docs/evidence.md, adapters).",
+        _spec("export.adapter", _U, "a JUnit XML, allure-results, Inspect AI or promptfoo input cannot be adapted",
+              "Check the report file the refusal names: it must be JUnit XML, allure-results, an Inspect AI log or "
+              "promptfoo results whose test, scorer or assertion names map to the case's checks (docs/evidence.md, "
+              "adapters).",
               cause="An empty report directory, a report of another tool, or test names that map to no check.",
+              scope=SCOPE_CASE),
+        _spec("export.log_version", _U, "an Inspect AI log or promptfoo results file has a format version this "
+              "release does not read (the message names it)",
+              "Write the log with a supported version of the tool (docs/evidence.md, \"Evaluation frameworks\" "
+              "lists them), or upgrade testops-evidence.",
+              cause="The eval ran with a newer (or much older) Inspect AI or promptfoo than this release knows.",
+              scope=SCOPE_CASE),
+        _spec("export.log_inconsistent", _I, "an evaluation log contradicts itself (e.g. results for a sample it "
+              "holds no record of running)",
+              "Publish the log exactly as the tool wrote it; find the step that edited, merged or truncated it.",
+              cause="A log edited or assembled by hand, two logs merged into one, or an archive with entries removed.",
               scope=SCOPE_CASE),
         _spec("export.receipt", _I, "the export receipt is invalid or does not match the selection",
               "Upload the receipt that export wrote beside the results, unchanged, from the same run attempt.",

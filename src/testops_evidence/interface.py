@@ -23,7 +23,7 @@ MODES: tuple[str, ...] = (
     "reconcile",
 )
 # Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
-# helper that writes a cell result from JUnit XML / allure-results.
+# helper that writes a cell result from JUnit XML / allure-results / Inspect AI logs / promptfoo results.
 COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell")
 
 ALL = "*"  # every action mode; a CLI-only command names the inputs it takes itself
@@ -115,8 +115,8 @@ INPUTS: tuple[InputSpec, ...] = (
               "cell: the digest of the selection the cell belongs to (else TESTOPS_EVIDENCE_SELECTION_SHA256, else "
               "the digest of `selection-path`).", "", ("verify-selection", "export", "cell")),
     # --- export / upload / verify
-    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, JUnit XML, or "
-              "allure-results per case).", "cell-results", ("export",), kind="path"),
+    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
+              "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
     InputSpec("artifact-prefix", "export: the campaign's artifact prefix. When set, `cell-results` holds one "
               "directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` (download-artifact without "
               "merge-multiple), and a cell is accepted only from the worker job the matrix plan assigned its "
@@ -164,6 +164,9 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("case", "the contract case key the reports measured", ("cell",)),
     OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
     OptionSpec("allure-results", "an allure-results directory", ("cell",)),
+    OptionSpec("inspect-log", "an Inspect AI log (.eval or .json), or a directory of them", ("cell",)),
+    OptionSpec("promptfoo", "a promptfoo results file (promptfoo eval -o results.json), or a directory of them",
+               ("cell",)),
     OptionSpec("out", "the cell result file to write (once; never overwritten)", ("cell",)),
     OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),

@@ -30,7 +30,7 @@ import stat
 import struct
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,10 +166,12 @@ def _check_entry(info: zipfile.ZipInfo, limits: ArchiveLimits) -> None:
                       entry=name, expected=f"a compression ratio <= {limits.max_ratio}:1")
 
 
-def extract_zip(data: bytes, *, prefix: str = "", limits: ArchiveLimits = DEFAULT_LIMITS) -> Archive:
-    """Check every entry of the zip ``data``; inflate those whose names start with ``prefix``."""
+def extract_zip(data: bytes, *, prefix: str = "", limits: ArchiveLimits = DEFAULT_LIMITS,
+                select: Callable[[str], bool] | None = None) -> Archive:
+    """Check every entry of the zip ``data``; inflate those whose names start with ``prefix`` (and that
+    ``select`` admits, when given)."""
     try:
-        return _extract(data, prefix, limits)
+        return _extract(data, prefix, limits, select)
     except Refusal:
         raise
     except _ZIP_ERRORS as exc:
@@ -177,7 +179,7 @@ def extract_zip(data: bytes, *, prefix: str = "", limits: ArchiveLimits = DEFAUL
                       expected="a well-formed zip archive", actual=type(exc).__name__) from None
 
 
-def _extract(data: bytes, prefix: str, limits: ArchiveLimits) -> Archive:
+def _extract(data: bytes, prefix: str, limits: ArchiveLimits, select: Callable[[str], bool] | None) -> Archive:
     count, directory_size = _central_directory(data)
     if count > limits.max_entries:
         raise _unsafe(f"the archive declares {count} entries, over the {limits.max_entries}-entry cap",
@@ -222,7 +224,7 @@ def _extract(data: bytes, prefix: str, limits: ArchiveLimits) -> Archive:
         read: dict[str, ArchiveFile] = {}
         budget = limits.max_total_bytes
         for info in files:
-            if not info.filename.startswith(prefix):
+            if not info.filename.startswith(prefix) or (select is not None and not select(info.filename)):
                 continue
             cap = min(limits.max_entry_bytes, budget)
             if info.compress_type == ZIP_ZSTANDARD:

@@ -4,9 +4,12 @@
 
     testops-evidence cell --case get-task-context --junit report.xml --out cell-results/get-task-context.json
     testops-evidence cell --case get-task-context --allure-results allure-results --out cell-results/x.json
+    testops-evidence cell --case get-task-context --inspect-log logs/ --out cell-results/get-task-context.json
+    testops-evidence cell --case get-task-context --promptfoo results.json --out cell-results/x.json
 
-The reports are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is
-bound to the selection the worker ran (``--selection-sha256``, else ``TESTOPS_EVIDENCE_SELECTION_SHA256``,
+The reports (JUnit XML, allure-results, Inspect AI logs, promptfoo results; several kinds may be combined)
+are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is bound to
+the selection the worker ran (``--selection-sha256``, else ``TESTOPS_EVIDENCE_SELECTION_SHA256``,
 which the campaign template gives every case; with ``--selection-path`` the file is re-hashed against it),
 to the commit the worker evaluated (``--source-sha``, else ``GITHUB_SHA`` in Actions, else
 ``git rev-parse HEAD``) and to the profile of the selection (else the contract's).
@@ -23,9 +26,11 @@ from pathlib import Path
 
 from testops_evidence import summary
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.evidence.adapters import Outcome, build_cell
+from testops_evidence.evidence.adapters import Outcome
 from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
+from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
 from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
+from testops_evidence.evidence.adapters.layout import read_framework_logs
 from testops_evidence.evidence.cells import adapted_cell
 from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
 from testops_evidence.evidence.tree import list_dir
@@ -104,14 +109,38 @@ def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], 
     return outcomes, inputs
 
 
+_REPORT_OPTIONS = (("junit", "junit"), ("allure-results", "allure-results"), ("inspect-log", "inspect-log"),
+                   ("promptfoo", "promptfoo"))
+
+
+def _framework_runs(ctx: PhaseContext) -> tuple[list[tuple[str, FrameworkRun]], list[tuple[str, str]]]:
+    runs: list[tuple[str, FrameworkRun]] = []
+    inputs: list[tuple[str, str]] = []
+    for kind in ("inspect-log", "promptfoo"):
+        given = _option(ctx, kind)
+        if given is None:
+            continue
+        path = Path(given)
+        if path.is_dir():
+            found, digests = read_framework_logs(path, "", kind)
+        else:
+            found, digests = read_framework_logs(path.parent if str(path.parent) else Path("."), "", kind,
+                                                 only=path.name)
+        runs += found
+        inputs += digests
+    return runs, inputs
+
+
 def run(ctx: PhaseContext) -> PhaseResult:
     key = _option(ctx, "case")
     out = _option(ctx, "out")
     junit, allure_dir = _option(ctx, "junit"), _option(ctx, "allure-results")
     if key is None or out is None:
         raise input_error("case" if key is None else "out", "cell needs --case KEY and --out FILE")
-    if junit is None and allure_dir is None:
-        raise input_error("junit", "cell needs a report: --junit FILE|DIR and/or --allure-results DIR")
+    given = [option for option, _ in _REPORT_OPTIONS if _option(ctx, option) is not None]
+    if not given:
+        raise input_error("junit", "cell needs a report: --junit FILE|DIR, --allure-results DIR, "
+                          "--inspect-log FILE|DIR and/or --promptfoo FILE|DIR")
     attempt = _option(ctx, "attempt-id")
     if attempt is not None and not ATTEMPT_RE.match(attempt):
         raise input_error("attempt-id", "the attempt id must be a safe name", expected="[A-Za-z0-9._-], 1-200",
@@ -120,14 +149,16 @@ def run(ctx: PhaseContext) -> PhaseResult:
     case = contract.case(key)
     selection_sha256, profile = _selection(ctx, dict(contract.profile))
     outcomes, inputs = _reports(junit, allure_dir)
+    runs, framework_inputs = _framework_runs(ctx)
+    inputs += framework_inputs
     if not inputs:
-        raise Refusal("export.adapter", "no report was found (no *.xml, no *-result.json)", field="reports",
-                      expected="JUnit XML or allure-results",
-                      actual=", ".join(given for given in (junit, allure_dir) if given))
-    origin = "+".join(kind for kind, given in (("junit", junit), ("allure-results", allure_dir)) if given)
-    document = build_cell(case, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
-                          selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
-                          origin=origin)
+        raise Refusal("export.adapter", "no report was found (no *.xml, *-result.json, *.eval or results *.json)",
+                      field="reports", expected="JUnit XML, allure-results, an Inspect AI log or promptfoo results",
+                      actual=", ".join(str(_option(ctx, option)) for option in given))
+    origin = "+".join(option for option in given)
+    document = framework_cell(case, runs, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
+                              selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
+                              origin=origin)
     run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
     if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
         document["run-attempt"] = int(run_attempt)

@@ -1,8 +1,9 @@
-"""Adapters: build a cell result from reports written by real test frameworks.
+"""Adapters: build a cell result from reports written by real test and evaluation frameworks.
 
-Two report formats are read — JUnit XML (``pytest --junitxml``, and most other runners) and an
-allure-results directory (allure-pytest, allure-js, ...). Both parsers reduce a report to a list of
-:class:`Outcome` (one per test case); :func:`build_cell` maps outcomes to the contract case's checks.
+Four report formats are read — JUnit XML (``pytest --junitxml``, and most other runners), an
+allure-results directory (allure-pytest, allure-js, ...), an Inspect AI log (``.eval`` or ``.json``) and a
+promptfoo results file. Every parser reduces a report to a list of :class:`Outcome` (one per test case,
+or per sample, epoch and scorer); :func:`build_cell` maps outcomes to the contract case's checks.
 
 Mapping a test case to a check (first rule that matches wins):
 
@@ -15,9 +16,15 @@ A test whose ``case`` property/label names another case is ignored, so one repor
 Tests that map to no check are ignored (and counted in the cell's message).
 
 Per check: passed when every mapped test passed; failed when one failed; *not recorded* when no mapped
-test ran (absent or skipped); errored when one errored (JUnit ``<error>``, Allure ``broken``/``unknown``).
-The disposition is ``passed`` when every check passed; ``infrastructure_failure`` when a check was not
-recorded, a test errored, or an ``infrastructure`` check failed; otherwise ``behavior_failure``.
+test ran (absent or skipped), or when a unit the report promised (an epoch of a sample, a repeat of a
+test) left no outcome for it; errored when one errored (JUnit ``<error>``, Allure ``broken``/``unknown``,
+a sample error or limit). A report that is incomplete as a whole (an eval that did not finish) turns
+every check that would have passed into *not recorded*. The disposition is ``passed`` when every check
+passed; ``infrastructure_failure`` when a check was not recorded, a test errored, or an
+``infrastructure`` check failed; otherwise ``behavior_failure``.
+
+Outcomes keep their unit and trial (``epoch 2`` of a sample), so repeated measurements stay separate
+until the cell is built: today every trial must pass for the check to pass.
 """
 
 from __future__ import annotations
@@ -36,7 +43,10 @@ from testops_evidence.evidence.cells import CELL_SCHEMA, LATEST, TIME_RANGE, for
 LATEST_MS = int(LATEST.timestamp() * 1000)
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+# A unit the report promised (an epoch, a repeat) that left no outcome for a check: never a pass.
+MISSING = "missing"
 MESSAGE_LIMIT = 500
+CELL_MESSAGE_LIMIT = 4000  # the cell schema's maxLength of message
 _PARAM = re.compile(r"\[([^\[\]]{1,200})\]\Z")
 
 
@@ -51,19 +61,25 @@ class Outcome:
     checks: tuple[str, ...] = ()  # explicit check markers, if any
     start_ms: int | None = None
     stop_ms: int | None = None
+    unit: str | None = None  # what was measured once: "sample 7 epoch 2", "test 3 repeat 1"
+    trial: int | None = None  # the epoch or repeat number (1-based) of that unit
 
 
 @dataclass
 class _CheckState:
     statuses: list[str] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (status, message)
+    units: set[str] = field(default_factory=set)
 
 
 def short_message(text: str | None) -> str | None:
     if not text:
         return None
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MESSAGE_LIMIT else flat[: MESSAGE_LIMIT - 3] + "..."
+    return _clip(" ".join(text.split()), MESSAGE_LIMIT)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def map_check(outcome: Outcome, check_ids: Iterable[str]) -> str | None:
@@ -103,8 +119,17 @@ def build_cell(
     fallback_time: float,
     attempt_id: str | None = None,
     origin: str = "report",
+    expected_units: Sequence[str] = (),
+    incomplete: str | None = None,
+    usage: Mapping[str, int] | None = None,
+    notes: Sequence[str] = (),
+    items: str = "test(s)",
 ) -> dict[str, Any]:
-    """A ``cell-result/v2`` document for ``case`` from report outcomes (see the module docstring)."""
+    """A ``cell-result/v2`` document for ``case`` from report outcomes (see the module docstring).
+
+    ``expected_units`` are the units of this case the report promised: a check that some unit measured
+    but another did not is not recorded. ``incomplete`` says why the report as a whole cannot support
+    a pass. ``usage`` and ``notes`` go to the cell's ``usage`` and ``message``."""
     states = {check_id: _CheckState() for check_id in case.checks}
     mapped = unmapped = 0
     starts: list[int] = []
@@ -119,9 +144,11 @@ def build_cell(
         mapped += 1
         state = states[check_id]
         state.statuses.append(outcome.status)
+        if outcome.unit is not None:
+            state.units.add(outcome.unit)
         message = short_message(outcome.message)
-        if message and outcome.status in (FAILED, ERROR):
-            state.messages.append(message)
+        if message and outcome.status in (FAILED, ERROR, MISSING):
+            state.messages.append((outcome.status, message))
         if outcome.start_ms is not None:
             starts.append(outcome.start_ms)
         if outcome.stop_ms is not None:
@@ -132,18 +159,29 @@ def build_cell(
     errored: list[str] = []
     failed: list[str] = []
     for check_id, state in states.items():
-        ran = [s for s in state.statuses if s != SKIPPED]
-        entry: dict[str, Any] = {"id": check_id, "passed": bool(ran) and all(s == PASSED for s in ran)}
+        ran = [s for s in state.statuses if s not in (SKIPPED, MISSING)]
+        # Only checks measured unit by unit (framework logs) are held to the units; a JUnit test has none.
+        absent = [unit for unit in expected_units if unit not in state.units] if ran and state.units else []
+        entry: dict[str, Any] = {"id": check_id, "passed": bool(ran) and all(s == PASSED for s in ran)
+                                 and not absent and MISSING not in state.statuses and incomplete is None}
         if not ran:
             not_recorded.append(check_id)
             entry["message"] = "not recorded: no test case of the report ran for this check"
         elif ERROR in ran:
             errored.append(check_id)
-            entry["message"] = "error: " + (state.messages[0] if state.messages else "the test errored")
+            entry["message"] = "error: " + _first(state, ERROR, "the test errored")
         elif FAILED in ran:
             failed.append(check_id)
             if state.messages:
-                entry["message"] = "failed: " + state.messages[0]
+                entry["message"] = "failed: " + _first(state, FAILED, state.messages[0][1])
+        elif absent or MISSING in state.statuses:
+            not_recorded.append(check_id)
+            why = _first(state, MISSING, f"no outcome from {absent[0] if absent else 'a unit of the report'}")
+            more = f" ({len(absent)} unit(s) without an outcome)" if len(absent) > 1 else ""
+            entry["message"] = f"not recorded: {why}{more}"
+        elif incomplete is not None:
+            not_recorded.append(check_id)
+            entry["message"] = f"not recorded: {short_message(incomplete)}"
         checks.append(entry)
 
     infra_failed = [c for c in failed if case.checks[c] == "infrastructure"]
@@ -161,13 +199,16 @@ def build_cell(
         # A timestamp near the end of 9999 plus a long duration: no RFC 3339 time in UTC can say it.
         raise Refusal("export.adapter", "the report's times end after the last time evidence can hold",
                       field="time", expected=f"a time {TIME_RANGE}", actual=f"{stop_ms} ms since 1970")
-    parts = [f"adapted from {origin}: {mapped} test(s) mapped to {len(states)} check(s)"]
-    for label, items in (("failed", failed), ("errored", errored), ("not recorded", not_recorded)):
-        if items:
-            parts.append(f"{label}: {', '.join(items)}")
+    parts = [f"adapted from {origin}: {mapped} {items} mapped to {len(states)} check(s)"]
+    for label, ids in (("failed", failed), ("errored", errored), ("not recorded", not_recorded)):
+        if ids:
+            parts.append(f"{label}: {', '.join(ids)}")
     if unmapped:
-        parts.append(f"{unmapped} test(s) mapped to no check")
-    return {
+        parts.append(f"{unmapped} {items} mapped to no check")
+    if incomplete is not None:
+        parts.append(incomplete)
+    parts.extend(notes)
+    document: dict[str, Any] = {
         "schema": CELL_SCHEMA,
         "selection-sha256": selection_sha256,
         "case": case.key,
@@ -178,6 +219,14 @@ def build_cell(
         "source-sha": source_sha,
         "profile": dict(profile),
         "checks": checks,
-        "message": "; ".join(parts),
+        "message": _clip("; ".join(parts), CELL_MESSAGE_LIMIT),
         "artifacts": [{"path": name, "sha256": sha} for name, sha in sorted(inputs)],
     }
+    if usage:
+        document["usage"] = dict(usage)
+    return document
+
+
+def _first(state: _CheckState, status: str, default: str) -> str:
+    """The message of the first outcome with ``status``, else ``default``."""
+    return next((message for recorded, message in state.messages if recorded == status), default)

@@ -10,6 +10,9 @@ job, and each job's artifact is ``<artifact-prefix>-cells-<run attempt>-<job>``:
         <case-key>/<any>.json               cell results of that case (several attempts: run-attempts any)
         <case-key>/<any>.xml                JUnit XML of that case, adapted at export
         <case-key>/allure-results/          allure-results of that case, adapted at export
+        <case-key>/<any>.eval               an Inspect AI log of that case, adapted at export
+        <case-key>/inspect-logs/            Inspect AI logs (``*.eval``, ``*.json``), adapted at export
+        <case-key>/promptfoo/               promptfoo results files (``*.json``), adapted at export
 
 A file is attributed to a case by its path, and accepted only from the job the plan assigned that case
 to: a directory the plan does not know, a file the layout does not allow, or a cell for a case of
@@ -22,6 +25,7 @@ another job refuses the whole export.
       <dir>/<any>.json               a cell result
       <case-key>/<any>.xml           JUnit XML of that case, adapted at export
       <case-key>/allure-results/     allure-results of that case, adapted at export
+      <case-key>/<any>.eval          an Inspect AI log of that case (and inspect-logs/, promptfoo/ as above)
 
 Every ``*.json`` at the top or one directory down must be a cell result; reports in a directory not
 named by a case key cannot be attributed (``export.unattributed``). Names starting with ``.`` are
@@ -36,19 +40,83 @@ really checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import Outcome, build_cell
+from testops_evidence.evidence.adapters import Outcome
+from testops_evidence.evidence.adapters import inspect_log as inspect
 from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
+from testops_evidence.evidence.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
 from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
-from testops_evidence.evidence.cells import CASE_KEY_RE, CELL_LIMIT, CellFile, CellResult, adapted_cell
+from testops_evidence.evidence.cells import (
+    CASE_KEY_RE,
+    CELL_LIMIT,
+    CellFile,
+    CellResult,
+    adapted_cell,
+    is_case_scoped,
+)
 from testops_evidence.evidence.tree import Entry, list_dir
 from testops_evidence.safeio import read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
+INSPECT_DIR = "inspect-logs"
+PROMPTFOO_DIR = "promptfoo"
+
+
+def _inspect_run(data: bytes, source: str) -> FrameworkRun:
+    return inspect.to_run(inspect.read_log(data, source))
+
+
+# kind -> (file suffixes, size cap, parser)
+FRAMEWORKS: dict[str, tuple[tuple[str, ...], int, Callable[[bytes, str], FrameworkRun]]] = {
+    "inspect-log": ((".eval", ".json"), inspect.LOG_LIMIT, _inspect_run),
+}
+
+
+def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str | None = None,
+                        suffixes: tuple[str, ...] | None = None) -> tuple[list[tuple[str, FrameworkRun]],
+                                                                        list[tuple[str, str]]]:
+    """The framework logs of ``kind`` in ``root/relpath`` (or the one file ``only``): their runs and
+    digests. Names starting with ``.`` are ignored."""
+    known, limit, parse = FRAMEWORKS[kind]
+    wanted = suffixes or known
+    prefix = f"{relpath}/" if relpath else ""
+    shown_root = f"{os.fspath(root).rstrip('/')}/" if os.fspath(root) not in ("", ".") else ""
+    if only is not None:
+        names = [only]
+    else:
+        names = [e.name for e in list_dir(root, relpath)
+                 if not e.is_dir and e.name.endswith(wanted) and not e.name.startswith(".")]
+    runs: list[tuple[str, FrameworkRun]] = []
+    inputs: list[tuple[str, str]] = []
+    for name in names:
+        data = read_safe(root, prefix + name, limit=limit)
+        inputs.append((prefix + artifact_name(name, f"{kind}{wanted[0]}"), sha256_bytes(data)))
+        # refusals name the log by its whole path as the operator gave it, so it can be opened as written
+        runs.append((shown_root + prefix + name, parse(data, shown_root + prefix + name)))
+    return runs, inputs
+
+
+def _framework_reports(root: str | Path, relpath: str) -> tuple[list[tuple[str, tuple[str, FrameworkRun]]],
+                                                                  list[tuple[str, str]]]:
+    """Inspect AI logs and promptfoo results of one case directory, tagged with their kind."""
+    prefix = f"{relpath}/" if relpath else ""
+    runs: list[tuple[str, tuple[str, FrameworkRun]]] = []
+    inputs: list[tuple[str, str]] = []
+    entries = list_dir(root, relpath)
+    if any(not e.is_dir and e.name.endswith(".eval") and not e.name.startswith(".") for e in entries):
+        found, digests = read_framework_logs(root, relpath, "inspect-log", suffixes=(".eval",))
+        runs += [("inspect-log", item) for item in found]
+        inputs += digests
+    for directory, kind in ((INSPECT_DIR, "inspect-log"), (PROMPTFOO_DIR, "promptfoo")):
+        if kind in FRAMEWORKS and any(e.is_dir and e.name == directory for e in entries):
+            found, digests = read_framework_logs(root, prefix + directory, kind)
+            runs += [(kind, item) for item in found]
+            inputs += digests
+    return runs, inputs
 
 
 def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], list[tuple[str, str]]]:
@@ -90,18 +158,22 @@ def adapt_reports(
 ) -> CellResult | None:
     """A cell for ``case`` from the reports in ``root/relpath``; None when there are no reports."""
     outcomes, inputs = read_reports(root, relpath)
+    kinds = sorted({"junit" if name.endswith(".xml") else "allure-results" for name, _ in inputs})
+    runs, framework_inputs = _framework_reports(root, relpath)
+    kinds += sorted({kind for kind, _ in runs})
+    inputs += framework_inputs
     if not inputs:
         return None
-    kinds = sorted({"junit" if name.endswith(".xml") else "allure-results" for name, _ in inputs})
     origin = "+".join(kinds)
-    document = build_cell(case, outcomes, source_sha=source_sha, profile=profile, inputs=inputs,
-                          selection_sha256=selection_sha256, fallback_time=fallback_time, attempt_id=attempt_id,
-                          origin=origin)
+    document = framework_cell(case, [run for _, run in runs], outcomes, source_sha=source_sha, profile=profile,
+                              inputs=inputs, selection_sha256=selection_sha256, fallback_time=fallback_time,
+                              attempt_id=attempt_id, origin=origin)
     return adapted_cell(document, relpath or ".", inputs, origin, worker=worker)
 
 
 def _has_reports(inside: Sequence[Entry]) -> bool:
-    return any((not i.is_dir and i.name.endswith(".xml")) or (i.is_dir and i.name == ALLURE_DIR) for i in inside)
+    return any((not i.is_dir and i.name.endswith((".xml", ".eval")))
+               or (i.is_dir and i.name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)) for i in inside)
 
 
 class _Reader:
@@ -137,7 +209,7 @@ class _Reader:
                                     selection_sha256=self.selection_sha256, fallback_time=self.fallback_time,
                                     worker=worker)
         except Refusal as refusal:
-            if refusal.code != "export.adapter":
+            if not is_case_scoped(refusal):
                 raise  # an unsafe path or an oversized file is refused, never attributed
             return [CellFile(relpath, case=key, worker=worker, failure=refusal)]
         return [] if adapted is None else [CellFile(relpath, case=key, worker=worker, adapted=adapted)]
