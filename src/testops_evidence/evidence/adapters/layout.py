@@ -45,7 +45,7 @@ from pathlib import Path
 
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import Outcome
+from testops_evidence.evidence.adapters import Outcome, promptfoo
 from testops_evidence.evidence.adapters import inspect_log as inspect
 from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
 from testops_evidence.evidence.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
@@ -73,6 +73,7 @@ def _inspect_run(data: bytes, source: str) -> FrameworkRun:
 # kind -> (file suffixes, size cap, parser)
 FRAMEWORKS: dict[str, tuple[tuple[str, ...], int, Callable[[bytes, str], FrameworkRun]]] = {
     "inspect-log": ((".eval", ".json"), inspect.LOG_LIMIT, _inspect_run),
+    "promptfoo": ((".json",), promptfoo.RESULTS_LIMIT, promptfoo.read_results),
 }
 
 
@@ -112,7 +113,7 @@ def _framework_reports(root: str | Path, relpath: str) -> tuple[list[tuple[str, 
         runs += [("inspect-log", item) for item in found]
         inputs += digests
     for directory, kind in ((INSPECT_DIR, "inspect-log"), (PROMPTFOO_DIR, "promptfoo")):
-        if kind in FRAMEWORKS and any(e.is_dir and e.name == directory for e in entries):
+        if any(e.is_dir and e.name == directory for e in entries):
             found, digests = read_framework_logs(root, prefix + directory, kind)
             runs += [(kind, item) for item in found]
             inputs += digests

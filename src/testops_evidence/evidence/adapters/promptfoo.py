@@ -1,0 +1,201 @@
+"""promptfoo results files (``promptfoo eval -o results.json``, results version 3) → a framework run.
+
+Read as promptfoo's ``OutputFile`` type defines it (learned from its ``src/types`` and the files it
+writes), checked by our own schema (``schemas/promptfoo-results.schema.json``) after the version: an
+unknown results version is ``export.log_version``, naming it.
+
+Mapping (docs/evidence.md, "promptfoo"): a test belongs to the case its ``case`` var names, else its
+``case`` metadata, else its description when that is a case key. Each result (a test x prompt x provider
+x repeat) is a unit; each assertion result an outcome named by the assertion's ``metric`` (promptfoo's
+own name for an assertion), else its type, mapped to checks by the shared rules. A result that errored
+(``failureReason`` 2) is an error for every assertion of its test; an assertion the test declares that
+left no result is not recorded; a test promptfoo failed although all its assertions passed (its
+threshold or score) fails them all. Repeats stay separate trials; every one must pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
+from testops_evidence.evidence.adapters.frameworks import (
+    FrameworkRun,
+    Unit,
+    counter,
+    dollars_to_nanodollars,
+    inconsistent,
+    load_json,
+    refuse,
+    time_ms,
+)
+from testops_evidence.evidence.archive import MIB
+
+TOOL = "promptfoo results"
+SUPPORTED_VERSIONS = (3,)
+RESULTS_LIMIT = 512 * MIB
+_NONE, _ASSERT, _ERROR = 0, 1, 2
+
+
+def _check_version(document: Any, source: str) -> None:
+    results = document.get("results") if isinstance(document, dict) else None
+    version = results.get("version") if isinstance(results, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise refuse(TOOL, source, "has no results version (is it the file `promptfoo eval -o results.json` "
+                     "writes?)", expected="a promptfoo results file (results.version 3)",
+                     actual=str(version)[:40] if version is not None else None)
+    if version not in SUPPORTED_VERSIONS:
+        raise Refusal("export.log_version", f"{TOOL} {source} has results version {version}, which this release "
+                      f"does not read (it reads version {', '.join(map(str, SUPPORTED_VERSIONS))})",
+                      field=f"{source}/results/version", expected=list(SUPPORTED_VERSIONS), actual=version)
+
+
+def read_results(data: bytes, source: str) -> FrameworkRun:
+    """A promptfoo results file's bytes → its run (see the module docstring for the mapping)."""
+    from testops_evidence.contract import validate_document
+
+    document = load_json(data, TOOL, source)
+    _check_version(document, source)
+    validate_document("promptfoo-results", document, "export.adapter", f"{TOOL} {source}")
+    summary = document["results"]
+    results: list[Mapping[str, Any]] = summary["results"]
+    stats = summary["stats"]
+    counted = stats["successes"] + stats["failures"] + stats["errors"]
+    if counted != len(results):
+        raise inconsistent(TOOL, source, f"its stats count {counted} results but it holds {len(results)}",
+                           expected=counted, actual=len(results))
+    prompts = len(summary["prompts"])
+    start_ms = time_ms(summary.get("timestamp"), TOOL, f"{source} results.timestamp")
+    duration = stats.get("durationMs")
+    stop_ms = start_ms + int(duration) if start_ms is not None and isinstance(duration, int | float) else start_ms
+    seen: set[tuple[int, int]] = set()
+    trials: dict[tuple[str, int], int] = {}  # (case, prompt) -> results so far: the repeat number
+    outcomes: list[Outcome] = []
+    units: list[Unit] = []
+    successes = 0
+    for index, result in enumerate(results):
+        where = f"{source} result {index}"
+        key = (result["testIdx"], result["promptIdx"])
+        if key in seen:
+            raise inconsistent(TOOL, source, f"test {key[0]} prompt {key[1]} has two results",
+                               expected="one result per test and prompt", actual=list(key))
+        if result["promptIdx"] >= prompts:
+            raise inconsistent(TOOL, source, f"result {index} names prompt {result['promptIdx']} of {prompts}",
+                               expected=f"0..{prompts - 1}", actual=result["promptIdx"])
+        seen.add(key)
+        _check_flags(result, where)
+        successes += 1 if result["success"] else 0
+        case = _case(result["testCase"], result["testIdx"])
+        trial = trials.get((case, result["promptIdx"]), 0) + 1
+        trials[(case, result["promptIdx"])] = trial
+        provider = (result.get("provider") or {}).get("label") or (result.get("provider") or {}).get("id") or ""
+        unit = f"test {result['testIdx']} prompt {result['promptIdx']}" + (f" ({provider})" if provider else "")
+        units.append(Unit(case, unit, trial, _usage(result, where)))
+        base = Outcome(name="", status=PASSED, case=case, start_ms=start_ms, stop_ms=stop_ms, unit=unit, trial=trial)
+        outcomes += _outcomes(result, unit, base)
+    if successes != stats["successes"]:
+        raise inconsistent(TOOL, source, f"its stats count {stats['successes']} successes but {successes} results "
+                           "succeeded", expected=stats["successes"], actual=successes)
+    # every test ran against every prompt: a result missing for one of them was never run
+    for test in sorted({test for test, _ in seen}):
+        for prompt in range(prompts):
+            if (test, prompt) not in seen:
+                case = next(u.case for u in units if u.name.startswith(f"test {test} "))
+                units.append(Unit(case, f"test {test} prompt {prompt}", 0, {}))
+    version = (document.get("metadata") or {}).get("promptfooVersion")
+    notes = [f"written by promptfoo {version}"] if isinstance(version, str) and version else []
+    return FrameworkRun(tool=f"{TOOL} v{summary['version']}", items="assertion result(s)", outcomes=tuple(outcomes),
+                        units=tuple(units), notes=tuple(notes))
+
+
+def _check_flags(result: Mapping[str, Any], where: str) -> None:
+    """``success`` and ``failureReason`` must agree: a result cannot both pass and have failed."""
+    success, reason = result["success"], result["failureReason"]
+    if success and reason != _NONE:
+        raise inconsistent(TOOL, where, f"it says success with failure reason {reason}", expected="failureReason 0",
+                           actual=reason)
+    if not success and reason == _NONE:
+        raise inconsistent(TOOL, where, "it says not success with failure reason 0 (none)",
+                           expected="failureReason 1 or 2", actual=reason)
+
+
+def _case(test: Mapping[str, Any], index: int) -> str:
+    for source in (test.get("vars"), test.get("metadata")):
+        if isinstance(source, dict) and isinstance(source.get("case"), str) and source["case"]:
+            return str(source["case"])
+    description = test.get("description")
+    return description if isinstance(description, str) and description else f"test {index}"
+
+
+def _name(assertion: Mapping[str, Any] | None) -> str | None:
+    if not isinstance(assertion, dict):
+        return None
+    metric = assertion.get("metric")
+    return metric if isinstance(metric, str) and metric else str(assertion.get("type"))
+
+
+def _declared(test: Mapping[str, Any]) -> list[str]:
+    def walk(assertions: Any) -> Iterator[str]:
+        for assertion in assertions if isinstance(assertions, list) else []:
+            name = _name(assertion)
+            if name is not None:
+                yield name
+            if isinstance(assertion, dict) and isinstance(assertion.get("assert"), list):  # assert-set
+                yield from walk(assertion["assert"])
+
+    return list(dict.fromkeys(walk(test.get("assert"))))
+
+
+def _components(grading: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for component in grading.get("componentResults") or []:
+        yield component
+        yield from _components(component)
+
+
+def _outcomes(result: Mapping[str, Any], unit: str, base: Outcome) -> list[Outcome]:
+    declared = _declared(result["testCase"])
+    if result["failureReason"] == _ERROR:
+        why = f"{unit} errored: {result.get('error') or 'no error message'}"
+        return [_with(base, name, ERROR, why) for name in declared]
+    grading = result.get("gradingResult")
+    outcomes: list[Outcome] = []
+    produced: set[str] = set()
+    for component in _components(grading) if isinstance(grading, dict) else ():
+        name = _name(component.get("assertion"))
+        if name is None:
+            continue
+        produced.add(name)
+        ok = component["pass"] is True
+        reason = component.get("reason")
+        outcomes.append(_with(base, name, PASSED if ok else FAILED,
+                              None if ok else f"{unit}: {name}: {reason or 'the assertion failed'}"))
+    if not result["success"] and all(o.status == PASSED for o in outcomes):
+        reason = grading.get("reason") if isinstance(grading, dict) else None
+        why = f"{unit} failed as a whole: {reason or result.get('error') or 'below its threshold'}"
+        outcomes = [_with(base, name, FAILED, why) for name in dict.fromkeys([*produced, *declared])]
+        produced.update(declared)
+    for name in declared:
+        if name not in produced:
+            outcomes.append(_with(base, name, MISSING, f"{unit} has no result for assertion {name}"))
+    return outcomes
+
+
+def _with(base: Outcome, name: str, status: str, message: str | None) -> Outcome:
+    return Outcome(name=name, status=status, message=short_message(message), case=base.case,
+                   start_ms=base.start_ms, stop_ms=base.stop_ms, unit=base.unit, trial=base.trial)
+
+
+def _usage(result: Mapping[str, Any], where: str) -> dict[str, int | None]:
+    """What the provider reported for this result (promptfoo fills zeros elsewhere; those are not read)."""
+    response = result.get("response")
+    tokens = response.get("tokenUsage") if isinstance(response, dict) else None
+    tokens = tokens if isinstance(tokens, dict) else {}
+    cost = response.get("cost") if isinstance(response, dict) else None
+    latency = result.get("latencyMs")
+    return {
+        "input-tokens": counter(tokens.get("prompt"), TOOL, f"{where} tokenUsage.prompt"),
+        "output-tokens": counter(tokens.get("completion"), TOOL, f"{where} tokenUsage.completion"),
+        "cost-nanodollars": dollars_to_nanodollars(cost, TOOL, f"{where} cost"),
+        "duration-ms": round(latency) if isinstance(latency, int | float) and latency < 10**12 else None,
+    }
