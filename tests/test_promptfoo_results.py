@@ -2,7 +2,7 @@
 local provider, three repeats), a committed corpus (one file per supported promptfoo version), and
 hostile files.
 
-The campaign is tests/producers/promptfoo/promptfooconfig.yaml: passing, flaky (fails one repeat),
+The campaign is examples/promptfoo/promptfooconfig.yaml: passing, flaky (fails one repeat),
 erroring, failing, and threshold-passed tests, each one case of examples/contract.yml.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evidence_support import HEAD_SHA, actions_env, example_contract, write_contract
-from framework_support import CORPUS, PRODUCERS, PROMPTFOO, need_promptfoo, run_producer
+from framework_support import CORPUS, EXAMPLES, PRODUCERS, PROMPTFOO, need_promptfoo, run_producer
 from helpers import run_mode
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters.frameworks import framework_cell
@@ -57,7 +57,7 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need_promptfoo()
     root = tmp_path_factory.mktemp("promptfoo")
     work = root / "campaign"
-    shutil.copytree(PRODUCERS / "promptfoo", work)
+    shutil.copytree(EXAMPLES / "promptfoo", work)
     results = root / "results.json"
     # exit 100: some tests failed, which this campaign wants
     run_producer([PROMPTFOO, "eval", "-c", "promptfooconfig.yaml", "-o", results, "--repeat", str(REPEATS), "-j", "1",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evidence_support import REPO, uuid_factory
+from framework_support import PRODUCER_PYTHON as INSPECT_PYTHON
 from helpers import FakeClock, run_mode
 
 EXAMPLES = REPO / "examples"
@@ -69,9 +70,16 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
         assert stats == {"total": 12, "passed": 9, "failed": 1, "broken": 2}
         # The operator reads the figures, not a Python dict.
         assert "index.html: 12 total, 9 passed, 1 failed, 2 broken — equal to the receipt" in run.log
-    # The harness ran for real: pytest's JUnit report holds one test per native check.
+    # The harness ran for real: pytest's JUnit report holds one test per native check, except the two of
+    # read-company-goals, which an Inspect AI eval measured (examples/inspect/), its log turned into a cell.
     junit = (run_dir / "harness" / "junit.xml").read_text()
-    assert junit.count("<testcase ") == 24 and "<error " in junit and "<failure " in junit
+    assert junit.count("<testcase ") == 22 and "<error " in junit and "<failure " in junit
+    assert statuses["read-company-goals"] == ("passed", "passed")
+    inspect_cell = json.loads((run_dir / "cell-results" / "read-company-goals.json").read_text())
+    assert inspect_cell["message"].startswith("adapted from inspect-log: 4 score(s) mapped to 2 check(s)")
+    assert inspect_cell["usage"]["input-tokens"] == 360  # two epochs of the scripted agent
+    if INSPECT_PYTHON.exists():  # a fresh log, written by inspect-ai in this run
+        assert len(list((run_dir / "inspect" / "logs").glob("*.eval"))) == 1
 
 
 def test_each_rehearsal_gets_a_fresh_directory(tmp_path: Path) -> None:

@@ -189,3 +189,15 @@ def ledger_bytes() -> bytes:
     for n in (1, 2, 3):
         ledger.add_import(*ledger_record(n))
     return ledger.to_bytes()
+
+
+FRAMEWORKS = Path(__file__).resolve().parents[1] / "data" / "frameworks"
+
+
+def inspect_log(name: str = "campaign.eval") -> bytes:
+    """The newest committed Inspect AI log written by the real inspect-ai (tests/data/frameworks)."""
+    return (sorted(FRAMEWORKS.glob("inspect-ai-*"))[-1] / name).read_bytes()
+
+
+def promptfoo_results() -> bytes:
+    return (sorted(FRAMEWORKS.glob("promptfoo-*"))[-1] / "results.json").read_bytes()

@@ -2,8 +2,9 @@
 parsed value: only a reportable Refusal may come out (fuzzing.py states the invariant and the profiles).
 
 Targets (names used in docs/security.md): event-file, runner-environment, contract-yaml, contract-json,
-standing-plan, job-run-plan, job-run-env, cell-result, junit-xml, allure-results, artifact-zip,
-selection, export-receipt, ledger, github-run, github-artifact, testops-page, catalog.
+standing-plan, job-run-plan, job-run-env, cell-result, junit-xml, allure-results, inspect-log,
+promptfoo-results, zstd-stream, artifact-zip, selection, export-receipt, ledger, github-run, github-artifact,
+testops-page, catalog.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from reliability.fuzzing import (
 )
 from testops_evidence.context import env_context, read_event
 from testops_evidence.contract import contract_from_document, parse_contract_bytes
-from testops_evidence.evidence.adapters import build_cell
+from testops_evidence.evidence.adapters import build_cell, inspect_log, promptfoo
 from testops_evidence.evidence.adapters.allure_results import parse_results
+from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
 from testops_evidence.evidence.adapters.junit import parse_junit
 from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
 from testops_evidence.evidence.catalog import filter_catalog
@@ -40,6 +42,7 @@ from testops_evidence.evidence.cells import Binding, CellFile, adapted_cell, adm
 from testops_evidence.evidence.receipt import bind_receipt, receipt_from_bytes
 from testops_evidence.evidence.selection import load_selection, validate_against
 from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
+from testops_evidence.evidence.zstd import ZstdError, decompress
 from testops_evidence.github_run import artifact_from_json, next_link, rest_context, run_from_json
 from testops_evidence.ledger import Ledger
 from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_bytes
@@ -250,6 +253,55 @@ def hostile_zip(draw: st.DrawFn) -> bytes:
             except ValueError:
                 continue  # zipfile itself refuses some names (NUL): nothing to write
     return buffer.getvalue()
+
+
+def adapt_run(run: FrameworkRun, source: str) -> None:
+    contract = corpus.example_contract()
+    for key in sorted(run.cases() & {c.key for c in contract.cases}):
+        document = framework_cell(contract.case(key), [(source, run)], source_sha=corpus.env()["GITHUB_SHA"],
+                                  profile=contract.profile, inputs=[(source, "0" * 64)],
+                                  fallback_time=1_796_119_500.0, origin="fuzz")
+        adapted_cell(document, key, [], "fuzz")
+
+
+@fuzz_settings(0.5)
+@given(raw=st.one_of(mutated_bytes(corpus.inspect_log(), max_mutations=4),
+                     mutated_bytes(corpus.inspect_log("aborted.eval"), max_mutations=4),
+                     mutated_json(json.loads(corpus.inspect_log("campaign.json"))).map(json_bytes),
+                     st.binary(max_size=300)))
+def test_fuzz_inspect_log(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("inspect-log")
+    with target.example("cell"):
+        adapt_run(inspect_log.to_run(inspect_log.read_log(raw, "log.eval")), "log.eval")
+
+
+@fuzz_settings(0.5)
+@given(raw=st.one_of(mutated_json(json.loads(corpus.promptfoo_results())).map(json_bytes),
+                     mutated_bytes(corpus.promptfoo_results(), max_mutations=4), st.binary(max_size=300)))
+def test_fuzz_promptfoo_results(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("promptfoo-results")
+    with target.example("cell"):
+        adapt_run(promptfoo.read_results(raw, "results.json"), "results.json")
+
+
+def _first_zstd_entry() -> bytes:
+    """The raw bytes of the first Zstandard entry of a real .eval archive (its local header skipped)."""
+    data = corpus.inspect_log()
+    names, extra = int.from_bytes(data[26:28], "little"), int.from_bytes(data[28:30], "little")
+    size = int.from_bytes(data[18:22], "little")
+    return data[30 + names + extra:30 + names + extra + size]
+
+
+@fuzz_settings()
+@given(raw=st.one_of(mutated_bytes(_first_zstd_entry(), max_mutations=6), st.binary(max_size=300)))
+def test_fuzz_zstd_stream(fuzz: Targets, raw: bytes) -> None:
+    target = fuzz.target("zstd-stream")
+    with target.example("cell"):
+        try:
+            out = decompress(raw, 64 * 1024)
+        except ZstdError:
+            return
+        assert len(out) <= 64 * 1024
 
 
 @fuzz_settings()

@@ -1,7 +1,7 @@
 """``testops-evidence rehearse``: the whole campaign on one machine, on the files backend.
 
-guard (``local``) → select → the example harness (a real pytest run) and ``cell`` per case → export →
-upload → verify → Allure Report. Every phase is a real phase run (``runner.run_phase``) with its own
+guard (``local``) → select → the example harness (a real pytest run) and ``cell`` per case, one case
+measured by an Inspect AI eval (``examples/inspect/``) → export → upload → verify → Allure Report. Every phase is a real phase run (``runner.run_phase``) with its own
 runtime; its step summary is written to ``summaries/`` and printed. Everything stays in a fresh
 directory ``<workdir>/<UTC timestamp>/``: the selection, cell results, ``allure-results/`` and its
 receipt, the state directory (receipts, the published copy), logs, and ``allure-report/``.
@@ -35,6 +35,9 @@ from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
 _STRIPPED_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "ALLURE_")
 _STRIPPED = (*TOKEN_VARIABLES, "GH_TOKEN", "CI")
 ALLURE_TOOL = Path(".tools") / "allure" / "node_modules" / ".bin" / "allure"
+# The interpreter scripts/setup.sh installs inspect-ai into (test-only; never this package's own).
+INSPECT_PYTHON = Path(".tools") / "producers" / "bin" / "python"
+INSPECT_CASE = "read-company-goals"
 
 
 @dataclass
@@ -192,10 +195,22 @@ def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_
     for case in selected:
         if case.key in shipped_keys:  # reports of the external lane, adapted by export itself
             shutil.copytree(shipped / case.key, cell_dir / case.key, symlinks=False)
-    harness_cases = [c for c in selected if c.key not in shipped_keys and c.lane == "native"]
-    ctx.runtime.log(f"\n━━━ cells: the example harness runs {len(harness_cases)} native case(s); "
+    inspect_dir = examples / "inspect"
+    inspect_case = next((c for c in selected if c.key == INSPECT_CASE and c.key not in shipped_keys
+                         and inspect_dir.is_dir()), None)
+    harness_cases = [c for c in selected if c.key not in shipped_keys and c.lane == "native" and c is not inspect_case]
+    ctx.runtime.log(f"\n━━━ cells: the example harness runs {len(harness_cases)} native case(s)"
+                    f"{f'; an Inspect AI eval measures {inspect_case.key}' if inspect_case else ''}; "
                     f"{len(shipped_keys & {c.key for c in selected})} case(s) use shipped reports; the rest are "
                     "not recorded ━━━")
+    if inspect_case is not None:
+        logs = _run_inspect(ctx, inspect_dir, run_dir / "inspect", rehearsal.env)
+        step = rehearsal.phase("cell", {"contract": str(contract_path), "case": inspect_case.key,
+                                        "inspect-log": str(logs), "out": str(cell_dir / f"{inspect_case.key}.json"),
+                                        "selection-path": str(selection_path), "source-sha": source_sha},
+                               quiet=True, name=inspect_case.key)
+        if not step.ok:
+            return step
     if not harness_cases:
         return None
     junit = _run_harness(ctx, examples / "harness", run_dir / "harness",
@@ -209,6 +224,38 @@ def _cells(rehearsal: Rehearsal, examples: Path, contract_path: Path, selection_
         if not step.ok:
             return step
     return None
+
+
+def _inspect_python() -> str | None:
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        candidate = root / INSPECT_PYTHON
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return sys.executable if importlib.util.find_spec("inspect_ai") is not None else None
+
+
+def _run_inspect(ctx: PhaseContext, examples: Path, work: Path, env: Mapping[str, str]) -> Path:
+    """Run the example Inspect AI eval (offline: its agent is mockllm); without inspect-ai, use its shipped log.
+    Returns the directory holding the log."""
+    shipped = examples / "logs"
+    python = _inspect_python()
+    if python is None:
+        ctx.runtime.log(f"   inspect-ai is not installed: using the shipped log in {shipped}")
+        return shipped
+    logs = work / "logs"
+    logs.mkdir(parents=True)
+    run_env = {k: v for k, v in env.items() if not k.startswith("INSPECT_")}
+    run_env.update({"INSPECT_DISPLAY": "none", "INSPECT_LOG_LEVEL": "warning", "PYTHONDONTWRITEBYTECODE": "1",
+                    "HOME": str(work / "home")})
+    done = subprocess.run([python, str(examples / "read_company_goals.py"), str(logs)], cwd=work, env=run_env,
+                          capture_output=True, text=True, check=False, timeout=600)
+    (work / "inspect.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    ctx.runtime.log(f"   inspect eval {examples / 'read_company_goals.py'}: exit {done.returncode}")
+    if done.returncode != 0 or not any(logs.glob("*.eval")):
+        raise Refusal("rehearse.harness", f"the example Inspect AI eval did not run (exit {done.returncode}); see "
+                      f"{work / 'inspect.log'}", field="inspect", expected="exit 0 and an .eval log",
+                      actual=done.returncode)
+    return logs
 
 
 def _run_harness(ctx: PhaseContext, harness: Path, work: Path, plan: dict[str, list[str]],

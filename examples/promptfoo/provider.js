@@ -1,4 +1,4 @@
-// A local, deterministic provider for the adapter tests (no network, no model): it answers from the
+// A local, deterministic provider standing in for an agent (no network, no model): it answers from the
 // test's vars, so one promptfoo run holds passing, failing and erroring results over several repeats.
 // `flaky_repeat` makes the n-th call for a test answer wrongly (promptfoo runs it with -j 1, in order).
 const calls = new Map();
