@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,22 @@ def run_producer(command: list[str | Path], home: Path, *, cwd: Path | None = No
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise AssertionError(f"{command[0]} exited {done.returncode}")
     return done
+
+
+def mutate(document: Any, data: Any, *, times: int = 4) -> None:
+    """Replace 1..``times`` values anywhere in ``document`` with hypothesis-drawn JSON-ish values (``data``
+    is hypothesis' ``st.data()``): for the mutated-log property tests of both adapters."""
+    from hypothesis import strategies as st
+
+    places: list[tuple[Any, Any]] = []
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        keys = list(node) if isinstance(node, dict) else range(len(node)) if isinstance(node, list) else []
+        for key in keys:
+            places.append((node, key))
+            stack.append(node[key])
+    for _ in range(data.draw(st.integers(1, times))):
+        parent, key = data.draw(st.sampled_from(places))
+        parent[key] = data.draw(st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
+                                          st.text(max_size=5), st.just([]), st.just({})))

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evidence_support import HEAD_SHA, actions_env, example_contract, write_contract
-from framework_support import CORPUS, PRODUCERS, need_inspect, run_producer
+from framework_support import CORPUS, PRODUCERS, mutate, need_inspect, run_producer
 from helpers import run_mode
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters.frameworks import framework_cell
@@ -352,23 +352,7 @@ def test_a_score_passes_only_when_inspect_reads_it_as_one(value: Any, ok: bool) 
 def test_mutated_logs_are_read_or_refused_never_crash(data: st.DataObject) -> None:
     document = corpus_json()
     document["samples"] = document["samples"][:4]
-    paths: list[tuple[Any, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in node:
-                paths.append((node, key))
-                walk(node[key])
-        elif isinstance(node, list):
-            for index in range(len(node)):
-                paths.append((node, index))
-                walk(node[index])
-
-    walk(document)
-    for _ in range(data.draw(st.integers(1, 4))):
-        parent, key = data.draw(st.sampled_from(paths))
-        parent[key] = data.draw(st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
-                                          st.text(max_size=5), st.just([]), st.just({})))
+    mutate(document, data)
     try:
         run = to_run(read_log(json.dumps(document).encode(), "log.json"))
     except Refusal as exc:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evidence_support import HEAD_SHA, actions_env, example_contract, write_contract
-from framework_support import CORPUS, EXAMPLES, PRODUCERS, PROMPTFOO, need_promptfoo, run_producer
+from framework_support import CORPUS, EXAMPLES, PRODUCERS, PROMPTFOO, mutate, need_promptfoo, run_producer
 from helpers import run_mode
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters.frameworks import framework_cell
@@ -229,23 +229,7 @@ def test_duplicate_keys_and_huge_numbers_are_refused() -> None:
 @given(st.data())
 def test_mutated_results_are_read_or_refused_never_crash(data: st.DataObject) -> None:
     document = corpus()
-    paths: list[tuple[Any, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in node:
-                paths.append((node, key))
-                walk(node[key])
-        elif isinstance(node, list):
-            for index in range(len(node)):
-                paths.append((node, index))
-                walk(node[index])
-
-    walk(document["results"])
-    for _ in range(data.draw(st.integers(1, 4))):
-        parent, key = data.draw(st.sampled_from(paths))
-        parent[key] = data.draw(st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
-                                          st.text(max_size=5), st.just([]), st.just({})))
+    mutate(document["results"], data)
     try:
         run = read_results(json.dumps(document).encode(), "results.json")
     except Refusal as exc:

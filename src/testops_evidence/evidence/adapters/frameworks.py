@@ -119,6 +119,18 @@ def inconsistent(tool: str, source: str, message: str, *, expected: Any = None, 
                    expected=expected, actual=actual)
 
 
+def check_version(version: Any, supported: Sequence[int], *, tool: str, source: str, field: str, what: str,
+                  expected: str) -> None:
+    """The format version first, before any schema: an unknown one is ``export.log_version``, naming it."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise refuse(tool, source, f"has no {what}", expected=expected,
+                     actual=str(version)[:40] if version is not None else None)
+    if version not in supported:
+        raise Refusal("export.log_version", f"{tool} {source} has {what} {version}, which this release does not "
+                      f"read (it reads version {', '.join(map(str, supported))})", field=f"{source}/{field}",
+                      expected=list(supported), actual=version)
+
+
 def load_json(data: bytes, tool: str, source: str) -> Any:
     """JSON from a log, stricter than ``json.loads``: a key twice in one object (which value would a
     reader keep?), numbers of more than 40 digits, and lone surrogates are refused. ``NaN`` and

@@ -27,11 +27,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
 from testops_evidence.evidence.adapters.frameworks import (
     FrameworkRun,
     Unit,
+    check_version,
     counter,
     dollars_to_nanodollars,
     inconsistent,
@@ -105,14 +105,9 @@ def read_log(data: bytes, source: str) -> InspectLog:
 
 
 def _check_version(document: Any, source: str) -> None:
-    version = document.get("version") if isinstance(document, dict) else None
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise refuse(TOOL, source, "has no log format version", expected="an Inspect AI log (version 2)",
-                     actual=str(version)[:40] if version is not None else None)
-    if version not in SUPPORTED_VERSIONS:
-        raise Refusal("export.log_version", f"{TOOL} {source} has log format version {version}, which this "
-                      f"release does not read (it reads version {', '.join(map(str, SUPPORTED_VERSIONS))})",
-                      field=f"{source}/version", expected=list(SUPPORTED_VERSIONS), actual=version)
+    check_version(document.get("version") if isinstance(document, dict) else None, SUPPORTED_VERSIONS, tool=TOOL,
+                  source=source, field="version", what="log format version",
+                  expected="an Inspect AI log (version 2)")
 
 
 def _validate(document: Any, source: str) -> None:

@@ -18,16 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
 from testops_evidence.evidence.adapters.frameworks import (
     FrameworkRun,
     Unit,
+    check_version,
     counter,
     dollars_to_nanodollars,
     inconsistent,
     load_json,
-    refuse,
     time_ms,
 )
 from testops_evidence.evidence.archive import MIB
@@ -40,15 +39,9 @@ _NONE, _ASSERT, _ERROR = 0, 1, 2
 
 def _check_version(document: Any, source: str) -> None:
     results = document.get("results") if isinstance(document, dict) else None
-    version = results.get("version") if isinstance(results, dict) else None
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise refuse(TOOL, source, "has no results version (is it the file `promptfoo eval -o results.json` "
-                     "writes?)", expected="a promptfoo results file (results.version 3)",
-                     actual=str(version)[:40] if version is not None else None)
-    if version not in SUPPORTED_VERSIONS:
-        raise Refusal("export.log_version", f"{TOOL} {source} has results version {version}, which this release "
-                      f"does not read (it reads version {', '.join(map(str, SUPPORTED_VERSIONS))})",
-                      field=f"{source}/results/version", expected=list(SUPPORTED_VERSIONS), actual=version)
+    check_version(results.get("version") if isinstance(results, dict) else None, SUPPORTED_VERSIONS, tool=TOOL,
+                  source=source, field="results/version", what="results version",
+                  expected="the file `promptfoo eval -o results.json` writes (results.version 3)")
 
 
 def read_results(data: bytes, source: str) -> FrameworkRun:
