@@ -31,6 +31,12 @@ from testops_evidence.evidence.cells import adapted_cell, cell_from_bytes
 
 CONTRACT = example_contract()
 PROFILE = dict(CONTRACT.profile)
+DIGEST = "5e" * 32  # the digest of the selection the cells belong to
+
+
+def worker_env() -> dict[str, str]:
+    """A case command's environment in the campaign template: the selection's digest is given."""
+    return {**actions_env(), "TESTOPS_EVIDENCE_SELECTION_SHA256": DIGEST}
 VERSIONS = sorted(path.name for path in CORPUS.glob("inspect-ai-*"))
 
 # What the campaign must become, per case: disposition and, per check, passed or the message's start.
@@ -78,7 +84,7 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Pa
 
 def cell_of(path: Path, key: str) -> dict[str, Any]:
     run = to_run(read_log(path.read_bytes(), path.name))
-    document = framework_cell(CONTRACT.case(key), [(path.name, run)], source_sha=HEAD_SHA, profile=PROFILE,
+    document = framework_cell(CONTRACT.case(key), [(path.name, run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                               inputs=[(path.name, "0" * 64)], fallback_time=1_764_000_000.0, origin="inspect-log")
     adapted_cell(document, path.name, [], "inspect-log")  # schema-valid
     return document
@@ -154,7 +160,7 @@ def test_cell_command_reads_a_log_directory(tmp_path: Path, produced: dict[str, 
     logs = produced["eval"]["campaign"].parent
     out = tmp_path / "cell-results" / "checkout-task.json"
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "checkout-task", "inspect-log": str(logs),
-                                      "out": str(out)}, actions_env())
+                                      "out": str(out)}, worker_env())
     assert run.exit_code == 0, run.summary
     result = cell_from_bytes(out.read_bytes(), out.name)
     assert (result.disposition, result.document["source-sha"], result.document["run-attempt"]) == (
@@ -169,7 +175,7 @@ def test_two_logs_measuring_one_case_are_refused(tmp_path: Path, produced: dict[
     contract = write_contract(CONTRACT, tmp_path / "contract.json")
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "get-task-context",
                                       "inspect-log": str(produced["json"]["campaign"].parent),
-                                      "out": str(tmp_path / "c.json")}, actions_env())
+                                      "out": str(tmp_path / "c.json")}, worker_env())
     assert (run.exit_code, run.outputs["error-code"]) == (2, "export.adapter")
     assert "both measure case 'get-task-context'" in run.summary
     assert not (tmp_path / "c.json").exists()
@@ -179,7 +185,7 @@ def test_cell_command_with_one_log_file(tmp_path: Path, produced: dict[str, dict
     contract = write_contract(CONTRACT, tmp_path / "contract.json")
     out = tmp_path / "cell.json"
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "delegate-subtask",
-                                      "inspect-log": str(produced["json"]["campaign"]), "out": str(out)}, actions_env())
+                                      "inspect-log": str(produced["json"]["campaign"]), "out": str(out)}, worker_env())
     assert run.exit_code == 0, run.summary
     document = json.loads(out.read_text())
     assert document["disposition"] == "passed"
@@ -194,9 +200,9 @@ def test_export_adapts_inspect_logs_in_the_layout(tmp_path: Path) -> None:
     (root / "list-open-issues" / "inspect-logs").mkdir(parents=True)
     (root / "list-open-issues" / "inspect-logs" / "campaign.json").write_bytes(
         (CORPUS / VERSIONS[-1] / "campaign.json").read_bytes())
-    cells = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
+    cells = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                           fallback_time=1_764_000_000.0)
-    by_key = {c.key: c for c in cells}
+    by_key = {f.case: f.adapted for f in cells if f.adapted is not None}
     assert (by_key["get-task-context"].disposition, by_key["get-task-context"].origin) == ("passed", "inspect-log")
     assert by_key["list-open-issues"].disposition == "behavior_failure"
     assert by_key["list-open-issues"].inputs[0][0] == "list-open-issues/inspect-logs/campaign.json"
@@ -269,7 +275,7 @@ def test_a_sample_dropped_from_a_successful_log_is_not_recorded_never_passed() -
     document = corpus_json()
     document["samples"] = [s for s in document["samples"] if (s["id"], s["epoch"]) != ("get-task-context", 3)]
     run = to_run(read_log(json.dumps(document).encode(), "log.json"))
-    cell = framework_cell(CONTRACT.case("get-task-context"), [("log.json", run)], source_sha=HEAD_SHA,
+    cell = framework_cell(CONTRACT.case("get-task-context"), [("log.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST,
                           profile=PROFILE, inputs=[], fallback_time=0.0, origin="inspect-log")
     assert cell["disposition"] == "infrastructure_failure"
     assert all(not c["passed"] and "sample get-task-context epoch 3" in c["message"] for c in cell["checks"])
@@ -281,7 +287,7 @@ def test_a_forged_pass_on_an_errored_sample_stays_an_error() -> None:
     good = next(s for s in document["samples"] if s["id"] == errored["id"] and not s.get("error"))
     errored["scores"] = copy.deepcopy(good["scores"])
     run = to_run(read_log(json.dumps(document).encode(), "log.json"))
-    cell = framework_cell(CONTRACT.case(errored["id"]), [("log.json", run)], source_sha=HEAD_SHA, profile=PROFILE,
+    cell = framework_cell(CONTRACT.case(errored["id"]), [("log.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                           inputs=[], fallback_time=0.0, origin="inspect-log")
     assert cell["disposition"] == "infrastructure_failure"
 
@@ -360,7 +366,7 @@ def test_mutated_logs_are_read_or_refused_never_crash(data: st.DataObject) -> No
         return
     for key in run.cases():
         if key in {c.key for c in CONTRACT.cases}:
-            cell = framework_cell(CONTRACT.case(key), [("log.json", run)], source_sha=HEAD_SHA, profile=PROFILE,
+            cell = framework_cell(CONTRACT.case(key), [("log.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                                   inputs=[], fallback_time=1_764_000_000.0, origin="inspect-log")
             adapted_cell(cell, "log.json", [], "inspect-log")
 
@@ -375,8 +381,24 @@ def test_log_text_reaches_the_summary_as_text_never_markup(tmp_path: Path) -> No
     log.write_text(json.dumps(document))
     contract = write_contract(CONTRACT, tmp_path / "contract.json")
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "list-open-issues", "inspect-log": str(log),
-                                      "out": str(tmp_path / "cell.json")}, actions_env())
+                                      "out": str(tmp_path / "cell.json")}, worker_env())
     assert run.exit_code == 0, run.summary
     assert "onerror=alert" in json.loads((tmp_path / "cell.json").read_text())["checks"][1]["message"]
     for live in (r"(?<!\\)<img", r"\]\(https://evil", r"(?<!\\)!\[x", "@everyone"):
         assert re.search(live, run.summary) is None, live
+
+
+def test_an_inconsistent_log_at_export_breaks_only_its_case(tmp_path: Path) -> None:
+    root = tmp_path / "cell-results"
+    (root / "get-task-context").mkdir(parents=True)
+    forged = rezip(CORPUS / VERSIONS[-1] / "campaign.eval", {"samples/get-task-context_epoch_1.json": None})
+    (root / "get-task-context" / "campaign.eval").write_bytes(forged)
+    (root / "list-open-issues").mkdir()
+    (root / "list-open-issues" / "campaign.eval").write_bytes((CORPUS / VERSIONS[-1] / "campaign.eval").read_bytes())
+    files = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, selection_sha256=DIGEST,
+                          profile=PROFILE, fallback_time=1_764_000_000.0)
+    by_case = {f.case: f for f in files}
+    failure = by_case["get-task-context"].failure
+    assert failure is not None and failure.code == "export.log_inconsistent"
+    adapted = by_case["list-open-issues"].adapted
+    assert adapted is not None and adapted.disposition == "behavior_failure"

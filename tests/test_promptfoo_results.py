@@ -30,6 +30,12 @@ from testops_evidence.evidence.cells import adapted_cell, cell_from_bytes
 
 CONTRACT = example_contract()
 PROFILE = dict(CONTRACT.profile)
+DIGEST = "5e" * 32  # the digest of the selection the cells belong to
+
+
+def worker_env() -> dict[str, str]:
+    """A case command's environment in the campaign template: the selection's digest is given."""
+    return {**actions_env(), "TESTOPS_EVIDENCE_SELECTION_SHA256": DIGEST}
 VERSIONS = sorted(path.name for path in CORPUS.glob("promptfoo-*"))
 REPEATS = 3
 
@@ -68,7 +74,7 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cell_of(path: Path | bytes, key: str) -> dict[str, Any]:
     data = path if isinstance(path, bytes) else path.read_bytes()
     run = read_results(data, "results.json")
-    document = framework_cell(CONTRACT.case(key), [("results.json", run)], source_sha=HEAD_SHA, profile=PROFILE,
+    document = framework_cell(CONTRACT.case(key), [("results.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                               inputs=[("results.json", "0" * 64)], fallback_time=1_764_000_000.0, origin="promptfoo")
     adapted_cell(document, "results.json", [], "promptfoo")
     return document
@@ -121,15 +127,16 @@ def test_cell_command_and_export_layout(tmp_path: Path, produced: Path) -> None:
     contract = write_contract(CONTRACT, tmp_path / "contract.json")
     out = tmp_path / "cell.json"
     run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "checkout-task", "promptfoo": str(produced),
-                                      "out": str(out)}, actions_env())
+                                      "out": str(out)}, worker_env())
     assert run.exit_code == 0, run.summary
     assert cell_from_bytes(out.read_bytes(), out.name).disposition == "behavior_failure"
     root = tmp_path / "cell-results"
     (root / "get-task-context" / "promptfoo").mkdir(parents=True)
     shutil.copy(produced, root / "get-task-context" / "promptfoo" / "results.json")
-    cells = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
+    cells = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE,
                           fallback_time=1_764_000_000.0)
-    assert [(c.key, c.disposition, c.origin) for c in cells] == [("get-task-context", "passed", "promptfoo")]
+    assert [(f.case, f.adapted.disposition, f.adapted.origin) for f in cells if f.adapted] == [
+        ("get-task-context", "passed", "promptfoo")]
     assert PROMPTFOO.exists()
 
 
@@ -236,6 +243,6 @@ def test_mutated_results_are_read_or_refused_never_crash(data: st.DataObject) ->
         assert exc.code in ("export.adapter", "export.log_version", "export.log_inconsistent")
         return
     for key in run.cases() & {c.key for c in CONTRACT.cases}:
-        cell = framework_cell(CONTRACT.case(key), [("r.json", run)], source_sha=HEAD_SHA, profile=PROFILE, inputs=[],
+        cell = framework_cell(CONTRACT.case(key), [("r.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE, inputs=[],
                               fallback_time=1_764_000_000.0, origin="promptfoo")
         adapted_cell(cell, "r.json", [], "promptfoo")

@@ -259,6 +259,7 @@ def adapt_run(run: FrameworkRun, source: str) -> None:
     contract = corpus.example_contract()
     for key in sorted(run.cases() & {c.key for c in contract.cases}):
         document = framework_cell(contract.case(key), [(source, run)], source_sha=corpus.env()["GITHUB_SHA"],
+                                  selection_sha256="5e" * 32,
                                   profile=contract.profile, inputs=[(source, "0" * 64)],
                                   fallback_time=1_796_119_500.0, origin="fuzz")
         adapted_cell(document, key, [], "fuzz")
