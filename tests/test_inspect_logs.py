@@ -402,3 +402,19 @@ def test_an_inconsistent_log_at_export_breaks_only_its_case(tmp_path: Path) -> N
     assert failure is not None and failure.code == "export.log_inconsistent"
     adapted = by_case["list-open-issues"].adapted
     assert adapted is not None and adapted.disposition == "behavior_failure"
+
+
+def test_nan_metrics_are_read_as_inspect_writes_them_and_never_pass() -> None:
+    # Inspect serialises non-finite floats as NaN/Infinity on purpose (undefined metrics); the strict reader
+    # of every other document refuses them, this one reads them, and a NaN score fails its check.
+    document = corpus_json()
+    for sample in document["samples"]:
+        if sample["id"] == "get-task-context" and sample["epoch"] == 1:
+            sample["scores"]["tool_called"]["value"] = float("nan")
+    text = json.dumps(document)
+    assert "NaN" in text
+    run = to_run(read_log(text.encode(), "log.json"))
+    cell = framework_cell(CONTRACT.case("get-task-context"), [("log.json", run)], source_sha=HEAD_SHA,
+                          selection_sha256=DIGEST, profile=PROFILE, inputs=[], fallback_time=0.0, origin="inspect-log")
+    assert cell["disposition"] == "behavior_failure"
+    assert "tool_called = nan" in next(c for c in cell["checks"] if c["id"] == "tool-called")["message"]

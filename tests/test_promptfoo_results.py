@@ -246,3 +246,12 @@ def test_mutated_results_are_read_or_refused_never_crash(data: st.DataObject) ->
         cell = framework_cell(CONTRACT.case(key), [("r.json", run)], source_sha=HEAD_SHA, selection_sha256=DIGEST, profile=PROFILE, inputs=[],
                               fallback_time=1_764_000_000.0, origin="promptfoo")
         adapted_cell(cell, "r.json", [], "promptfoo")
+
+
+def test_nan_is_refused_in_promptfoo_results() -> None:
+    # promptfoo writes JSON.stringify output, which never holds NaN: the strict reader refuses it.
+    text = (CORPUS / VERSIONS[-1] / "results.json").read_text().replace('"latencyMs": 2', '"latencyMs": NaN', 1)
+    assert "NaN" in text
+    with pytest.raises(Refusal) as caught:
+        read_results(text.encode(), "results.json")
+    assert caught.value.code == "export.adapter"

@@ -131,10 +131,15 @@ def check_version(version: Any, supported: Sequence[int], *, tool: str, source: 
                       expected=list(supported), actual=version)
 
 
-def load_json(data: bytes, tool: str, source: str) -> Any:
-    """JSON from a log, stricter than ``json.loads``: a key twice in one object (which value would a
-    reader keep?), numbers of more than 40 digits, and lone surrogates are refused. ``NaN`` and
-    ``Infinity`` are read (Inspect AI writes them for undefined metrics); they never count as a pass."""
+def load_json(data: bytes, tool: str, source: str, *, constants: bool = False) -> Any:
+    """JSON from a log through the project's strict reader (duplicate keys, integers past 64 bits, lone
+    surrogates, ``NaN`` refused: ``export.adapter``). ``constants`` admits ``NaN`` and ``Infinity`` and
+    nothing else beyond it: Inspect AI writes them on purpose for undefined metrics (its log model
+    serialises non-finite floats as constants); they never count as a pass."""
+    from testops_evidence import strictjson
+
+    if not constants:
+        return strictjson.load_document(data, f"{tool} {source}", "export.adapter")
     from testops_evidence.safeio import has_lone_surrogate
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -146,25 +151,21 @@ def load_json(data: bytes, tool: str, source: str) -> Any:
         return document
 
     def number(text: str) -> int:
-        if len(text) > _NUMBER_DIGITS:
+        value = int(text) if len(text) <= _NUMBER_DIGITS else strictjson.INT_MAX + 1
+        if not strictjson.INT_MIN <= value <= strictjson.INT_MAX:
             raise _TooLong(text)
-        return int(text)
-
-    def real(text: str) -> float:
-        if len(text) > _NUMBER_DIGITS:
-            raise _TooLong(text)
-        return float(text)
+        return value
 
     try:
-        text = data.decode("utf-8")
-        document = json.loads(text, object_pairs_hook=pairs, parse_int=number, parse_float=real)
+        text = strictjson.decode_text(data)
+        document = json.loads(text, object_pairs_hook=pairs, parse_int=number)
     except _Duplicate as exc:
         raise refuse(tool, source, f"has the key {str(exc)[:100]!r} twice in one object",
                      expected="each key once per object") from None
     except _TooLong as exc:
-        raise refuse(tool, source, f"has a number of {len(str(exc))} digits", expected=f"<= {_NUMBER_DIGITS} digits",
-                     actual=str(exc)[:40] + "...") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise refuse(tool, source, f"has an integer of {len(str(exc))} digits, outside 64 bits",
+                     expected="a 64-bit integer", actual=str(exc)[:40] + "...") from None
+    except (ValueError, RecursionError) as exc:
         raise refuse(tool, source, f"is not valid UTF-8 JSON ({type(exc).__name__})") from None
     if "\\u" in text and has_lone_surrogate(document):
         raise refuse(tool, source, "has a lone UTF-16 surrogate escape, which is not a character")

@@ -100,7 +100,7 @@ def read_log(data: bytes, source: str) -> InspectLog:
     if data[:4] == b"PK\x03\x04" or data[:4] == b"PK\x05\x06":
         return _read_eval(data, source)
     if data.lstrip()[:1] == b"{":
-        return _from_document(load_json(data, TOOL, source), source, None)
+        return _from_document(load_json(data, TOOL, source, constants=True), source, None)
     raise refuse(TOOL, source, "is neither an .eval archive nor a JSON log", expected="an Inspect AI log")
 
 
@@ -128,12 +128,12 @@ def _read_eval(data: bytes, source: str) -> InspectLog:
     if header_name not in files:
         raise refuse(TOOL, source, "is a zip without header.json or _journal/start.json",
                      expected="an Inspect AI .eval log")
-    header = load_json(files[header_name].data, TOOL, f"{source}:{header_name}")
+    header = load_json(files[header_name].data, TOOL, f"{source}:{header_name}", constants=True)
     _check_version(header, f"{source}:{header_name}")
     if header_name == _START:  # the eval never finished writing its header: it is running or crashed
         header = {**header, "status": "started"} if isinstance(header, dict) else header
     if _SUMMARIES in files:
-        summaries = load_json(files[_SUMMARIES].data, TOOL, f"{source}:{_SUMMARIES}")
+        summaries = load_json(files[_SUMMARIES].data, TOOL, f"{source}:{_SUMMARIES}", constants=True)
         if not isinstance(summaries, list):
             raise refuse(TOOL, f"{source}:{_SUMMARIES}", "is not a list of sample summaries")
     else:
@@ -141,7 +141,7 @@ def _read_eval(data: bytes, source: str) -> InspectLog:
         journal = sorted((name for name in files if name.startswith(_JOURNAL_SUMMARIES)),
                          key=lambda name: _journal_index(name, source))
         for name in journal:
-            part = load_json(files[name].data, TOOL, f"{source}:{name}")
+            part = load_json(files[name].data, TOOL, f"{source}:{name}", constants=True)
             if not isinstance(part, list):
                 raise refuse(TOOL, f"{source}:{name}", "is not a list of sample summaries")
             summaries.extend(part)
