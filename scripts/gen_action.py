@@ -38,6 +38,8 @@ AUTHOR = "testops-evidence maintainers"
 # The published action's repository and its prebuilt image (docs/releasing.md).
 ACTION_REPOSITORY = "testops-evidence/testops-evidence"
 RELEASE_IMAGE = f"docker://ghcr.io/{ACTION_REPOSITORY}:v{__version__}"
+# Third-party actions the composite variant uses, pinned by commit like the templates' (v4.4.0).
+SETUP_NODE = "actions/setup-node@49933ea5288caeca8642d1e84afbd3f7d6820020 # v4.4.0"
 
 
 def q(text: str) -> str:
@@ -104,6 +106,19 @@ def composite_action() -> str:
         "    - id: setup",
         "      shell: bash",
         '      run: bash "$GITHUB_ACTION_PATH/setup.sh"',
+        "    # The HTML report of a files-backend upload needs Node.js 20 or newer (Allure Report 3): where the",
+        "    # runner has none (self-hosted), actions/setup-node provides it; the phase installs the pinned",
+        "    # Allure Report itself. Other modes, and `report: never`, skip both steps; a runner that cannot",
+        "    # fetch Node.js still publishes (continue-on-error), and the summary says why there is no report.",
+        "    - id: node",
+        "      if: inputs.mode == 'upload' && inputs.report != 'never'",
+        "      shell: bash",
+        '      run: bash "$GITHUB_ACTION_PATH/node.sh"',
+        "    - if: inputs.mode == 'upload' && inputs.report != 'never' && fromJSON(steps.node.outputs.major || '0') < 20",
+        f"      uses: {SETUP_NODE}",
+        "      continue-on-error: true",
+        "      with:",
+        "        node-version: 20",
         "    # Inputs reach the entrypoint only through env (never ${{ }} inside run:).",
         "    - id: run",
         "      shell: bash",

@@ -148,8 +148,10 @@ def render_troubleshooting_reference(registry: Mapping[str, errors.CodeSpec],
     areas: dict[str, list[errors.CodeSpec]] = {}
     for spec in registry.values():
         areas.setdefault(spec.code.split(".", 1)[0], []).append(spec)
-    lines = ["## Every error code", "",
-             "Index: " + ", ".join(f"[`{spec.code}`](#{_anchor(spec.code)})" for spec in registry.values()) + ".", ""]
+    lines = ["## Every error code", ""]
+    lines += [f"- `{area}`: " + ", ".join(f"[`{spec.code}`](#{_anchor(spec.code)})" for spec in specs)
+              for area, specs in areas.items()]
+    lines.append("")
     for area, specs in areas.items():
         lines += [f"### Area `{area}`", ""]
         for spec in specs:

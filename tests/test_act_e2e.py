@@ -8,7 +8,7 @@ Docker engine) with:
 * the action itself — the composite variant of *this checkout* — through ``--local-repository``
   (``testops-evidence/testops-evidence@v<version>`` = a copy of the action's files), so the templates are
   exercised exactly as users get them, ``uses:`` lines untouched;
-* ``actions/upload-artifact`` / ``download-artifact`` mapped to the local stand-ins in ``tests/e2e/``
+* ``actions/upload-artifact`` / ``download-artifact`` / ``setup-node`` mapped to the local stand-ins the action ships in ``act/``
   (act cannot download actions offline; ``actions/checkout`` needs none: act copies the repository);
 * ``GITHUB_API_URL`` pointing at the GitHub REST test server, which serves this run's object, so guard
   and select bind to it through PyGithub for real;
@@ -55,9 +55,12 @@ ACTION_REPOSITORY = "testops-evidence/testops-evidence"
 REPOSITORY = "acme/agents"
 WORKFLOW = ".github/workflows/agent-evals.yml"
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
+# The third-party actions the templates and the composite action pin, and the local stand-ins the action
+# ships for act (docs/local.md), relative to the action's checkout.
 STAND_INS = {
-    "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": ROOT / "tests" / "e2e" / "upload-artifact",
-    "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": ROOT / "tests" / "e2e" / "download-artifact",
+    "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": "act/upload-artifact",
+    "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": "act/download-artifact",
+    "actions/setup-node@49933ea5288caeca8642d1e84afbd3f7d6820020": "act/setup-node",
 }
 # Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
 ACT_CACHE = ROOT / ".tools" / "act-cache"
@@ -245,6 +248,7 @@ def copy_action(into: Path) -> Path:
     shutil.copy2(ROOT / "action.yml", into / "action.yml")
     shutil.copy2(ROOT / "entrypoint.py", into / "entrypoint.py")
     shutil.copytree(ROOT / "composite", into / "composite", ignore=ignore)
+    shutil.copytree(ROOT / "act", into / "act", ignore=ignore)
     shutil.copytree(ROOT / "src" / "testops_evidence", into / "src" / "testops_evidence", ignore=ignore)
     (into / "requirements").mkdir()
     shutil.copy2(ROOT / "requirements" / "runtime.txt", into / "requirements" / "runtime.txt")
@@ -311,13 +315,13 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
         "-P", "ubuntu-latest=-self-hosted", "--action-offline-mode", "--no-cache-server", "--json",
         "--action-cache-path", str(ACT_CACHE),
         "--local-repository", f"{ACTION_REPOSITORY}@v{__version__}={action}",
-        *[arg for ref, path in STAND_INS.items() for arg in ("--local-repository", f"{ref}={path}")],
+        *[arg for ref, path in STAND_INS.items() for arg in ("--local-repository", f"{ref}={action / path}")],
         "-s", f"GITHUB_TOKEN={SENTINEL_TOKEN}",
         *(["-s", f"ALLURE_TOKEN={TESTOPS_TOKEN}"] if testops is not None else []),
         "--env", f"GITHUB_API_URL={github.api_url()}",
         "--env", f"GITHUB_WORKFLOW_REF={REPOSITORY}/{WORKFLOW}@refs/heads/main",
         "--env", f"GITHUB_ACTOR_ID={actor_id}",
-        "--env", f"TESTOPS_E2E_ARTIFACTS={artifacts}",
+        "--env", f"TESTOPS_EVIDENCE_ACT_ARTIFACTS={artifacts}",
         "--env", f"TESTOPS_E2E_OUTPUTS={outputs}",
     ]
     env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
@@ -375,6 +379,19 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
         assert artifact.startswith(f"testops-evidence-cells-1-{CASES[key][0]}-")
     results = list((result.artifacts / "testops-evidence-results-1" / "allure-results").glob("*-result.json"))
     assert len(results) == len(CASES)
+
+    # The publication survived the run: one artifact with the results, their receipt and the HTML report
+    # (built with the pinned Allure Report 3), whose statistics equal the receipt; launch-url is its URL.
+    publication = result.artifacts / "testops-evidence-report-agent-protocol-1-1"
+    assert outputs["launch-url"] == publication.resolve().as_uri() and outputs["report-built"] == "true"
+    receipt = json.loads((publication / "allure-results-receipt.json").read_text())
+    assert len(list((publication / "allure-results").glob("*-result.json"))) == len(CASES)
+    stats = json.loads((publication / "allure-report" / "summary.json").read_text())["stats"]
+    assert {key: stats.get(key, 0) for key in receipt["counts"]} == receipt["counts"]
+    assert (publication / "allure-report" / "index.html").is_file()
+    history = result.artifacts / "testops-evidence-history-agent-protocol-1-1" / "history.jsonl"
+    assert history.read_bytes() == (publication / "history.jsonl").read_bytes()
+    assert not list(result.artifacts.glob("testops-evidence-failure-*"))  # nothing was refused
 
     # guard and select read this run through PyGithub from the REST test server, with the token.
     runs = github.requests_to("run")
@@ -502,3 +519,57 @@ def test_import_template_imports_remote_cells_with_provenance_into_the_ledger(ac
     assert set(result.summaries) >= {"guard-guard", "import-import"}
     every = "\n".join(text for texts in result.summaries.values() for text in texts)
     assert SENTINEL_TOKEN not in every
+
+
+REFUSING_CASE_COMMAND = CASE_COMMAND.replace(
+    'with open(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"], "w", encoding="utf-8") as handle:',
+    'if row["key"] == "list-open-issues":\n'
+    '    raise SystemExit(1)  # crashes before writing its cell result: case.no_cell_result\n'
+    'if row["key"] == "get-task-context":\n'
+    '    cell["source-sha"] = "b" * 40  # evidence of another commit: export refuses it\n'
+    'with open(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"], "w", encoding="utf-8") as handle:')
+
+
+def failure_artifact(result: ActRun, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The failure.json and the step summaries a refused job kept as its artifact."""
+    directory = result.artifacts / name
+    assert directory.is_dir(), f"no artifact {name}: {sorted(p.name for p in result.artifacts.iterdir())}"
+    summaries = {path.name: path.read_text() for path in (directory / "summaries").glob("*.md")}
+    return json.loads((directory / "failure.json").read_text()), summaries
+
+
+def test_a_refusal_in_a_template_job_leaves_an_artifact_with_failure_json_and_the_summaries(
+        act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:
+    assert REFUSING_CASE_COMMAND != CASE_COMMAND
+    result = run_act(act_binary, tmp_path, github, extra={"evals/run_case.py": REFUSING_CASE_COMMAND})
+    assert result.returncode != 0
+
+    # A matrix job: the case loop's refusal, kept like the action's, with the worker's own summaries.
+    failure, summaries = failure_artifact(result, "testops-evidence-failure-native-list-open-issues-1")
+    assert (failure["code"], failure["exit-code"]) == ("case.no_cell_result", 3)
+    assert "`case.no_cell_result`" in summaries["case.md"] and "verify-selection.md" in summaries
+
+    # The export job: the action refused the cell of another commit; nothing was published.
+    failure, summaries = failure_artifact(result, "testops-evidence-failure-export-1")
+    assert (failure["mode"], failure["code"]) == ("export", "export.cell_binding")
+    assert "export.cell_binding" in summaries["export.md"] and failure["hint"] in summaries["export.md"]
+    assert not list(result.artifacts.glob("testops-evidence-report-*"))
+    # Jobs that did not fail keep no failure artifact.
+    assert not (result.artifacts / "testops-evidence-failure-select-1").exists()
+
+    for path in result.artifacts.rglob("*"):
+        if path.is_file():
+            assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_a_refused_guard_leaves_its_failure_artifact(act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:
+    contract = contract_text(1234567).replace(f"workflows: [{WORKFLOW}]", "workflows: [.github/workflows/other.yml]")
+    result = run_act(act_binary, tmp_path, github, contract=contract)
+    assert result.returncode != 0
+    failure, summaries = failure_artifact(result, "testops-evidence-failure-guard-1")
+    assert (failure["mode"], failure["code"], failure["exit-code"]) == ("guard", "guard.workflow", 3)
+    assert "not admitted" in summaries["guard.md"] and "guard.workflow" in summaries["guard.md"]
+    assert sorted(p.name for p in result.artifacts.iterdir()) == ["testops-evidence-failure-guard-1"]
+    for path in result.artifacts.rglob("*"):
+        if path.is_file():
+            assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -214,8 +214,14 @@ def test_docker_action_runs_the_image(docker_action: dict[str, Any]) -> None:
 def test_composite_action_runs_the_same_entrypoint(composite_action: dict[str, Any]) -> None:
     steps = composite_action["runs"]["steps"]
     assert composite_action["runs"]["using"] == "composite"
-    assert [step["id"] for step in steps] == ["setup", "run"]
-    assert "../entrypoint.py" in steps[1]["run"] and "-I" in steps[1]["run"]
+    assert [step.get("id") for step in steps] == ["setup", "node", None, "run"]
+    assert "../entrypoint.py" in steps[-1]["run"] and "-I" in steps[-1]["run"]
+    # Node.js for the HTML report: only for an upload that may build one, pinned by commit, never fatal.
+    probe, setup_node = steps[1], steps[2]
+    assert probe["if"] == "inputs.mode == 'upload' && inputs.report != 'never'"
+    assert setup_node["if"].startswith(probe["if"] + " && ")
+    assert re.fullmatch(r"actions/setup-node@[0-9a-f]{40}", setup_node["uses"])
+    assert setup_node["continue-on-error"] is True and setup_node["with"] == {"node-version": 20}
     setup = (ROOT / "composite" / "setup.sh").read_text(encoding="utf-8")
     assert "--require-hashes" in setup and "requirements/runtime.txt" in setup and "--only-binary=:all:" in setup
 

@@ -215,6 +215,8 @@ def test_a_refusal_sets_every_channel(tmp_path: Path, monkeypatch: pytest.Monkey
                                 "field": "selection-sha256", "expected": "a" * 64, "actual": "b" * 64,
                                 "hint": REGISTRY["selection.digest"].hint}
     assert REGISTRY["selection.digest"].hint in result.summary  # the code's own next step, in every channel
+    # ...and a copy of the summary in the state dir, for the failure artifact a workflow keeps.
+    assert (result.state_dir / "summaries" / "verify-selection.md").read_text() == result.summary
 
 
 def test_failed_cases_exit_1_unless_fail_on_failed_cases_is_false(tmp_path: Path,

@@ -161,6 +161,7 @@ def test_pip_installs_the_cli_from_the_release_tag(tmp_path: Path) -> None:
     assert where.startswith(str(site))
     schemas = site / "testops_evidence" / "schemas"
     assert (schemas / "contract.schema.json").is_file()  # package data travels with it
+    assert (site / "testops_evidence" / "allure" / "package-lock.json").is_file()  # the pinned Allure Report
     check = subprocess.run([sys.executable, str(launcher), "check", "--contract", str(repo / "examples" / "contract.yml"),
                             "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, check=False,
                            env=env, cwd=tmp_path)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from evidence_support import (
+    REPO,
+    RUN_ID,
     actions_env,
     cell,
     check_golden,
@@ -20,6 +22,11 @@ from evidence_support import (
     write_contract,
 )
 from helpers import FakeClock, PhaseRun, run_mode
+from testops_evidence.evidence import report
+
+ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+needs_allure = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
+                                  reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)")
 
 CONTRACT = small_contract()
 
@@ -39,7 +46,8 @@ def exported(tmp_path: Path) -> dict[str, str]:
     run = run_mode("export", tmp_path, {**options, "selection-path": str(selection), "selection-sha256": digest,
                                         "cell-results": str(tmp_path / "cells")}, env, new_uuid=uuid_factory())
     assert run.exit_code == 1, run.summary
-    return options
+    # The HTML report has tests of its own below; here the publication alone (and no Node.js start per test).
+    return {**options, "report": "never"}
 
 
 def phase(mode: str, tmp_path: Path, options: dict[str, str], **env: str) -> PhaseRun:
@@ -52,8 +60,9 @@ def test_upload_then_verify_on_the_files_backend(tmp_path: Path, exported: dict[
     upload = phase("upload", tmp_path, exported)
     assert upload.exit_code == 0, upload.summary
     destination = tmp_path / "state" / "published" / "allure-results"
-    assert upload.outputs == {"launch-id": "", "launch-url": destination.as_uri(), "uploaded-count": "3",
-                              "published": "true"}
+    assert upload.outputs == {"launch-id": "", "launch-url": destination.parent.as_uri(), "uploaded-count": "3",
+                              "published": "true", "publication-dir": str(destination.parent),
+                              "publication-name": f"agent-protocol-{RUN_ID}-1", "report-built": "false"}
     assert sorted(p.name for p in destination.iterdir()) == sorted(p.name for p in (tmp_path / "allure-results")
                                                                    .iterdir())
     assert (destination.parent / "allure-results-receipt.json").read_bytes() == \
@@ -178,7 +187,170 @@ def test_golden_upload_and_verify_summaries(tmp_path: Path) -> None:
                                            "cell-results": str(tmp_path / "cells")}, env, new_uuid=uuid_factory(),
                       clock=clock.time)
     assert export.exit_code == 1
-    upload = phase("upload", tmp_path, options)
+    upload = phase("upload", tmp_path, {**options, "report": "never"})  # Allure's version would vary by machine
     verify = phase("verify", tmp_path, options)
     check_golden("upload/files-upload-summary.md", normalise(upload.summary, tmp_path))
     check_golden("upload/files-verify-summary.md", normalise(verify.summary, tmp_path))
+
+
+# --- a publication that survives failures ---------------------------------------------------------------------
+
+
+def test_a_relative_state_dir_publishes_and_verifies(tmp_path: Path, exported: dict[str, str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 17: a relative state-dir copied every file, then failed with internal.error (as_uri of a relative
+    # path), and the published/ it left made every re-run fail with io.exists.
+    monkeypatch.chdir(tmp_path)
+    options = {**exported, "state-dir": "relative-state"}
+    upload = phase("upload", tmp_path, options)
+    assert upload.exit_code == 0, upload.summary + upload.log
+    publication = tmp_path / "relative-state" / "published"
+    assert upload.outputs["publication-dir"] == str(publication)
+    assert upload.outputs["launch-url"] == publication.as_uri()
+    verify = phase("verify", tmp_path, options)
+    assert verify.exit_code == 1, verify.summary
+
+
+def test_what_an_interrupted_upload_left_does_not_block_a_re_run(tmp_path: Path, exported: dict[str, str]) -> None:
+    # A job killed after the rename but before upload.json: the directory is there, no record of it.
+    state = tmp_path / "state"
+    (state / "published" / "allure-results").mkdir(parents=True, mode=0o700)
+    (state / "published" / "allure-results" / "half.json").write_text("{}")
+    (state / ".published.publish-1-dead").mkdir()  # and a temp dir of a job killed while copying
+    upload = phase("upload", tmp_path, exported)
+    assert upload.exit_code == 0, upload.summary
+    assert not (state / "published" / "allure-results" / "half.json").exists()
+    assert not list(state.glob(".published.publish-*"))
+    assert "left by an upload that did not finish" in upload.log
+    assert phase("verify", tmp_path, exported).exit_code == 1
+
+
+def test_a_refused_publication_leaves_nothing_and_a_re_run_succeeds(tmp_path: Path, exported: dict[str, str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "tool_roots", lambda _env: ())  # no checkout's .tools/allure, and no PATH below
+    run = phase("upload", tmp_path, {**exported, "report": "always"}, PATH=str(tmp_path / "no-tools"))
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "upload.report")
+    failure = run.failure()
+    assert failure is not None and "Node.js" in failure["message"] and "actions/setup-node" in failure["hint"]
+    state = tmp_path / "state"
+    assert not (state / "published").exists() and not list(state.glob(".published*"))
+    assert not (state / "upload.json").exists()
+    again = phase("upload", tmp_path, exported)
+    assert again.exit_code == 0, again.summary
+
+
+def test_without_node_the_missing_report_is_a_warning_and_a_summary_row(tmp_path: Path, exported: dict[str, str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "tool_roots", lambda _env: ())
+    run = phase("upload", tmp_path, {**exported, "report": "auto"}, PATH=str(tmp_path / "no-tools"))
+    assert run.exit_code == 0, run.summary
+    assert run.outputs["report-built"] == "false"
+    assert "::warning title=upload.report::no HTML report was built: Node.js is not installed" in run.log
+    assert "⚠️ not built: Node.js is not installed" in run.summary
+    assert "without an HTML report" in run.summary
+
+
+@needs_allure
+def test_the_publication_carries_an_allure_report_whose_statistics_equal_the_receipt(
+        tmp_path: Path, exported: dict[str, str]) -> None:
+    upload = phase("upload", tmp_path, {**exported, "report": "always"})
+    assert upload.exit_code == 0, upload.summary + upload.log
+    publication = tmp_path / "state" / "published"
+    assert sorted(p.name for p in publication.iterdir()) == ["allure-report", "allure-results",
+                                                             "allure-results-receipt.json", "history.jsonl"]
+    assert upload.outputs["report-built"] == "true"
+    assert upload.outputs["launch-url"] == (publication / "allure-report" / "index.html").as_uri()
+    receipt = json.loads((publication / "allure-results-receipt.json").read_text())
+    stats = json.loads((publication / "allure-report" / "summary.json").read_text())["stats"]
+    assert {k: stats.get(k, 0) for k in ("total", "passed", "failed", "broken")} == receipt["counts"]
+    assert len((publication / "history.jsonl").read_text().splitlines()) == 1  # this report, for the next run
+    verify = phase("verify", tmp_path, {**exported, "report": "always"})
+    assert verify.exit_code == 1 and "Allure Report statistics | equal to the receipt" in verify.summary
+
+    # A report that no longer shows the receipt's counts is caught by verify.
+    summary_json = publication / "allure-report" / "summary.json"
+    document = json.loads(summary_json.read_text())
+    document["stats"]["passed"] = 3
+    summary_json.write_text(json.dumps(document))
+    tampered = phase("verify", tmp_path, {**exported, "state-dir": str(tmp_path / "state")})
+    assert (tampered.exit_code, tampered.outputs["error-code"]) == (3, "verify.mismatch")
+
+
+@needs_allure
+def test_the_report_continues_the_history_of_an_earlier_report(tmp_path: Path, exported: dict[str, str]) -> None:
+    first = phase("upload", tmp_path, {**exported, "report": "always", "state-dir": str(tmp_path / "first")})
+    assert first.exit_code == 0, first.summary
+    earlier = tmp_path / "first" / "published" / "history.jsonl"
+    second = phase("upload", tmp_path, {**exported, "report": "always", "state-dir": str(tmp_path / "second"),
+                                        "report-history": str(earlier), "history-limit": "5"})
+    assert second.exit_code == 0, second.summary
+    assert "trends over 1 earlier report(s)" in second.summary
+    history = tmp_path / "second" / "published" / "history.jsonl"
+    assert len(history.read_text().splitlines()) == 2
+    assert earlier.read_text() in history.read_text()  # continued, the earlier file itself untouched
+
+
+@pytest.mark.parametrize("content", ["not json\n", "[1, 2]\n", '{"testResults": []}\n'])
+def test_a_report_history_that_is_not_allure_history_is_refused(tmp_path: Path, exported: dict[str, str],
+                                                                content: str) -> None:
+    bad = tmp_path / "history.jsonl"
+    bad.write_text(content)
+    run = phase("upload", tmp_path, {**exported, "report": "auto", "report-history": str(bad)})
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "upload.history")
+    assert str(bad) in run.failure()["message"]  # type: ignore[index]
+
+
+# --- the history of earlier runs, through the Actions API ------------------------------------------------------
+
+
+def history_zip(text: str) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("history.jsonl", text)
+    return buffer.getvalue()
+
+
+@needs_allure
+@pytest.mark.parametrize("earlier", ["valid", "not-history", "none"])
+def test_the_history_comes_from_the_newest_earlier_run_with_a_history_artifact(tmp_path: Path, exported: dict[str, str],
+                                                                              earlier: str) -> None:
+    from servers.github_server import GitHubServer
+
+    token = "ghs_history_sentinel_0123456789"
+    first = phase("upload", tmp_path, {**exported, "report": "always", "state-dir": str(tmp_path / "first")})
+    assert first.exit_code == 0, first.summary
+    line = (tmp_path / "first" / "published" / "history.jsonl").read_text()
+    with GitHubServer(token=token) as gh:
+        workflow = ".github/workflows/agent-evals.yml"
+        gh.add_run("acme/agents", RUN_ID - 20, path=workflow, head_branch="main", status="completed",
+                   conclusion="success")
+        gh.add_run("acme/agents", RUN_ID - 10, path=workflow, head_branch="main", status="completed",
+                   conclusion="failure")  # a run whose cases failed still has a report and a history
+        gh.add_run("acme/agents", RUN_ID - 5, path=workflow, head_branch="feature", status="completed")
+        gh.add_run("acme/agents", RUN_ID - 1, path=".github/workflows/other.yml", head_branch="main",
+                   status="completed")
+        if earlier != "none":
+            gh.add_artifact(RUN_ID - 20, "testops-evidence-history-agent-protocol-old-1", history_zip(line))
+            gh.add_artifact(RUN_ID - 10, "testops-evidence-history-agent-protocol-new-1",
+                            history_zip(line if earlier == "valid" else "<html>not history</html>\n"))
+        for other in (RUN_ID - 5, RUN_ID - 1):  # another branch, another workflow: never used
+            gh.add_artifact(other, "testops-evidence-history-agent-protocol-x-1", history_zip("junk\n"))
+        run = phase("upload", tmp_path, {**exported, "report": "auto", "state-dir": str(tmp_path / "second"),
+                                         "history-artifact": "testops-evidence-history-*"},
+                    GITHUB_API_URL=gh.api_url(), **{"INPUT_GITHUB-TOKEN": token})
+        requests = [r.route for r in gh.log]
+    assert run.exit_code == 0, run.summary + run.log
+    history = (tmp_path / "second" / "published" / "history.jsonl").read_text().splitlines()
+    if earlier == "valid":
+        assert len(history) == 2 and "trends over 1 earlier report(s)" in run.summary
+        assert "testops-evidence-history-agent-protocol-new-1" in run.summary  # the newest, not the older one
+    elif earlier == "not-history":
+        assert len(history) == 1  # left out, with a warning: it only adds trends
+        assert "::warning title=upload.history::the history of earlier reports was left out (upload.history" in run.log
+    else:
+        assert len(history) == 1 and "starts a new history" in run.log
+    assert requests.count("workflow_runs") == 1
+    assert token not in run.summary and token not in (tmp_path / "second" / "upload.json").read_text()

@@ -185,7 +185,7 @@ def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, st
     env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
            "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"],
-           "SELECTION_SHA256": "5e1ec7" + "0" * 58}
+           "SELECTION_SHA256": "5e1ec7" + "0" * 58, "STATE_DIR": str(workdir / "state")}
     return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
                           text=True, check=False)
 
@@ -222,6 +222,11 @@ def test_case_loop_fails_the_job_for_a_case_without_cell_result_but_runs_the_res
     assert done.returncode == 3
     assert "::error title=case.no_cell_result::first: the case command (exit 3) wrote no cell result" in done.stdout
     assert (tmp_path / "testops-evidence-cells" / "second.json").exists()
+    # The refusal is kept like an action's: failure.json and a summary copy in the state dir.
+    failure = json.loads((tmp_path / "state" / "failure.json").read_text())
+    assert (failure["mode"], failure["code"], failure["exit-code"]) == ("case", "case.no_cell_result", 3)
+    assert [r["case"] for r in failure["refused"]] == ["first"]
+    assert "`case.no_cell_result`" in (tmp_path / "state" / "summaries" / "case.md").read_text()
 
 
 def test_case_loop_refuses_a_case_whose_credentials_are_missing(tmp_path: Path) -> None:
@@ -230,6 +235,7 @@ def test_case_loop_refuses_a_case_whose_credentials_are_missing(tmp_path: Path) 
     assert done.returncode == 2
     assert "::error title=case.credentials::needs-key: case-secrets lacks API_KEY" in done.stdout
     assert not (tmp_path / "testops-evidence-cells" / "needs-key.json").exists()
+    assert json.loads((tmp_path / "state" / "failure.json").read_text())["code"] == "case.credentials"
 
 
 def test_docs_list_every_campaign_input_with_its_default_and_every_secret() -> None:
@@ -319,3 +325,32 @@ def test_case_loop_skips_a_python3_that_does_not_run(tmp_path: Path) -> None:
                     path=f"{stubs}{os.pathsep}{os.environ['PATH']}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (work / "testops-evidence-cells" / "stub.json").read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_every_job_keeps_its_refusal_as_an_artifact(name: str) -> None:
+    """A refused job's failure.json, step summaries and receipts outlive the runner (docs/troubleshooting.md)."""
+    for job_id, job in load(name)["jobs"].items():
+        last = job["steps"][-1]
+        assert last.get("if") == "${{ failure() }}", f"{job_id}: the last step must keep the refusal"
+        assert THIRD_PARTY.match(last["uses"]).group(2) == "upload-artifact", job_id  # type: ignore[union-attr]
+        artifact = last["with"]
+        unique = f"-{MATRIX_ID}" if "matrix" in job.get("strategy", {}) else ""
+        assert artifact["name"].endswith(f"-failure-{job_id}{unique}-${{{{ github.run_attempt }}}}"), job_id
+        paths = artifact["path"].splitlines()
+        # The action's default state dir (settings.default_state_location): its JSON and the summary copies,
+        # never the publication (it has an artifact of its own) nor anything outside the state dir.
+        assert paths == ["${{ runner.temp }}/testops-evidence/*.json", "${{ runner.temp }}/testops-evidence/summaries/"]
+        assert artifact["if-no-files-found"] == "ignore"
+
+
+def test_the_publication_artifact_is_kept_after_verify_and_named_by_the_run() -> None:
+    steps = load("campaign.yml")["jobs"]["publish"]["steps"]
+    ids = [step.get("id") for step in steps]
+    assert ids.index("upload") < ids.index("verify") < ids.index("publication")
+    publication = steps[ids.index("publication")]
+    assert "steps.verify.outputs.verified-count != ''" in publication["if"]
+    assert publication["with"]["path"] == "${{ steps.upload.outputs.publication-dir }}"
+    assert publication["with"]["name"] == "${{ inputs.artifact-prefix }}-report-${{ steps.upload.outputs.publication-name }}"
+    outputs = load("campaign.yml")["jobs"]["publish"]["outputs"]
+    assert outputs["launch-url"] == "${{ steps.publication.outputs.artifact-url || steps.upload.outputs.launch-url }}"

@@ -78,6 +78,9 @@ class Runtime:
         self._summary_truncated = False
         self._masks: list[str] = []
         self.outputs: dict[str, str] = {}
+        # What this process wrote to the step summary (scrubbed): the runner keeps a copy in the state dir,
+        # because the runner's own summary files are gone with the runner.
+        self.summary_written: list[str] = []
 
     # --- masking ---------------------------------------------------------------------------------
     def mask(self, value: str | None) -> None:
@@ -153,6 +156,7 @@ class Runtime:
         markdown = self.scrub(markdown)
         if not markdown.endswith("\n"):
             markdown += "\n"
+        self.summary_written.append(markdown)
         if self._summary_path is None:
             self._out.write(markdown)
             self._out.flush()

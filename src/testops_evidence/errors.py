@@ -338,6 +338,16 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Check the TestOps project id and job run in the refusal against the selection; if TestOps is "
               "behind a proxy, check that it forwards to the right instance.",
               cause="A contract or `testops-project-id` override that points at another project than the job run."),
+        _spec("upload.report", _U, "the Allure Report could not be built, or its statistics differ from the "
+              "receipt",
+              "Read the report log the refusal names; install Allure Report 3 (docs/install.md) or set "
+              "`report: auto` to publish without it when it is missing.",
+              cause="`report: always` on a runner without Node.js and Allure Report, or an Allure Report that "
+                    "failed on the results."),
+        _spec("upload.history", _U, "the report history file is invalid",
+              "Point `report-history` at the history.jsonl of an earlier report of this campaign, or leave it "
+              "empty; the refusal names the bad line.",
+              cause="A history file of another tool, a truncated download, or a file larger than the cap."),
         _spec("verify.missing", _R, "a receipt row did not appear in TestOps before the deadline",
               "Raise `deadline-seconds` if TestOps is slow to index, then re-run verify alone with the same "
               "state-dir; nothing is re-uploaded.",
@@ -354,12 +364,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("rehearse.harness", _U, "the example harness of the rehearsal could not run",
               "Run `bash scripts/setup.sh` (it installs pytest) and read the harness log the refusal names.",
               cause="A setup without the dev dependencies, or an examples directory that was changed."),
-        _spec("rehearse.report", _U, "the rehearsal could not generate the Allure Report",
-              "Run `bash scripts/setup.sh` (needs npm) or pass `--report never`; the refusal names the report log.",
-              cause="`--report always` without Allure Report installed, or Allure Report failing on the results."),
-        _spec("rehearse.inconsistent", _I, "the rehearsal's phases (or Allure Report) disagree on the counts",
+        _spec("rehearse.inconsistent", _I, "the rehearsal's phases disagree on the counts",
               "Compare the counts of the phase summaries the refusal names; report it if they differ.",
-              cause="A bug, or an Allure Report version that counts results differently (Allure 2 on PATH)."),
+              cause="A bug: export, upload and verify counted the same receipt differently."),
         # --- bootstrap / launch / reconcile --------------------------------------------------------
         _spec("bootstrap.case_conflict", _I, "a TestOps test case conflicts with the contract (same id, other name, ...)",
               "Decide which side is right: fix the contract's case (testops-id, full-name) or the test case in "

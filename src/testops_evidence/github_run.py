@@ -402,6 +402,44 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
     return found
 
 
+def earlier_runs(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                 count: int = 10, policy: RequestPolicy = DEFAULT_POLICY) -> list[int]:
+    """The ids of the newest ``count`` completed runs of ``workflow`` (its file name or id) on ``branch``,
+    newest first, without the run ``before`` and any later one (``GET .../workflows/{workflow}/runs``)."""
+    gh = github_client(api_url, token, policy=policy)
+    url = f"/repos/{repository}/actions/workflows/{workflow}/runs"
+    params = {"branch": branch, "status": "completed", "per_page": min(100, count + 1),
+              "exclude_pull_requests": "true"}
+    with _mapped(f"GET {url}"):
+        _headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
+    _encodable(data, f"GET {url}")
+    runs = data.get("workflow_runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        raise _invalid("workflow run list", "workflow_runs", None if runs is None else type(runs).__name__)
+    ids = []
+    for item in runs:
+        if not isinstance(item, dict):
+            raise _invalid("workflow run list", "workflow_runs[]", type(item).__name__)
+        run_id = _int(item, "id", "workflow run")
+        if run_id < before:
+            ids.append(run_id)
+    return sorted(set(ids), reverse=True)[:count]
+
+
+def earlier_artifact(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                     pattern: str, count: int = 10,
+                     policy: RequestPolicy = DEFAULT_POLICY) -> ArtifactInfo | None:
+    """The newest unexpired artifact named like ``pattern`` of the ``count`` newest completed runs of
+    ``workflow`` on ``branch`` before run ``before`` (one request for the runs, one per run looked at)."""
+    for run_id in earlier_runs(api_url, token, repository, workflow, branch=branch, before=before, count=count,
+                               policy=policy):
+        found = [a for a in list_artifacts(api_url, token, repository, run_id, name=pattern, policy=policy)
+                 if not a.expired]
+        if found:
+            return found[0]
+    return None
+
+
 def next_link(header: Any) -> str | None:
     """The ``rel="next"`` URL of an RFC 8288 Link header (GitHub's pagination), or None."""
     if not isinstance(header, str):

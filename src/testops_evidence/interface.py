@@ -125,6 +125,19 @@ INPUTS: tuple[InputSpec, ...] = (
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
               ("upload", "verify"), kind="path"),
+    InputSpec("report", "upload (files backend): build an Allure Report 3 HTML report into the publication: `auto` "
+              "(when Node.js is there: the pinned Allure Report is installed with npm if needed; else a warning), "
+              "`always` (refuse without it), `never`. rehearse: the same for its report.", "auto",
+              ("upload", "rehearse")),
+    InputSpec("report-history", "upload (files backend): a `history.jsonl` of earlier reports of this campaign "
+              "(from a Pages branch, or a download) that the report continues, so trends and retries show.", "",
+              ("upload",), kind="path"),
+    InputSpec("history-artifact", "upload (files backend): name pattern of the history artifacts of earlier runs "
+              "(e.g. `testops-evidence-history-*`): the newest completed run of this workflow on this branch that "
+              "has one gives the history (needs `actions: read`). Empty: none. `report-history` wins.", "",
+              ("upload",)),
+    InputSpec("history-limit", "upload (files backend): how many earlier reports the history keeps.", "20",
+              ("upload",), kind="int"),
     InputSpec("deadline-seconds", "verify: how long to wait for the publication to become visible.", "600",
               ("verify",), kind="int"),
     InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
@@ -159,8 +172,6 @@ class OptionSpec(_Spec):
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
     OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
-    OptionSpec("report", "generate an Allure Report (Allure 3 from .tools/allure, `allure` on PATH or an installed "
-               "`npx allure`; auto: when available)", ("rehearse",), ("auto", "always", "never"), "auto"),
     OptionSpec("case", "the contract case key the reports measured", ("cell",)),
     OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
     OptionSpec("allure-results", "an allure-results directory", ("cell",)),
@@ -193,7 +204,14 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("updated-cases", "bootstrap: test cases updated (JSON array of keys).", ("bootstrap",)),
     OutputSpec("plan-id", "bootstrap: the test plan id.", ("bootstrap",)),
     OutputSpec("launch-id", "launch / select / upload: the launch id.", ("launch", "select", "upload")),
-    OutputSpec("launch-url", "launch / upload: the launch URL.", ("launch", "upload")),
+    OutputSpec("launch-url", "launch / upload: the launch URL (files backend: the `file://` URL of the report, or of "
+               "the publication directory without one; the campaign template gives the artifact's URL instead).",
+               ("launch", "upload")),
+    OutputSpec("publication-dir", "upload (files backend): the publication directory to keep as an artifact: "
+               "`allure-results/`, its receipt, `allure-report/` and `history.jsonl`.", ("upload",)),
+    OutputSpec("publication-name", "upload (files backend): `<campaign>-<run id>-<run attempt>`, for naming its "
+               "artifact.", ("upload",)),
+    OutputSpec("report-built", "upload (files backend): whether the HTML report was built.", ("upload",)),
     OutputSpec("selection-path", "select: the selection file written.", ("select",)),
     OutputSpec("selection-sha256", "select: SHA-256 of the selection bytes.", ("select",)),
     OutputSpec("selected-count", "select / verify-selection: number of selected cases.",

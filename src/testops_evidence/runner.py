@@ -3,6 +3,7 @@ a step summary, annotations, ``failure.json`` and an exit code."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -202,6 +203,7 @@ def run_phase(
         runtime.set_output(name, value)
     runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
                     + result.summary)
+    keep_summary(state, mode, runtime)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):
         runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
@@ -233,7 +235,40 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
         except (Refusal, OSError) as exc:
             runtime.annotate("warning", f"failure.json could not be written: {exc}")
     runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where)
+    keep_summary(state, mode, runtime)
     return refusal.exit_code
+
+
+SUMMARY_COPY_LIMIT = 1024 * 1024  # GitHub's own limit for one step's summary
+
+
+def keep_summary(state: StateDir | None, mode: str, runtime: Runtime) -> None:
+    """A copy of what this step wrote to its summary, as ``summaries/<mode>.md`` in the state dir: a workflow
+    keeps the state dir as an artifact when a job fails (the campaign template does), and the runner's own
+    summary files are gone with the runner. Best effort: the summary itself is already written. Plain ``os``
+    (no pathlib), because worker phases start near a bare interpreter's time."""
+    if state is None or not runtime.summary_written:
+        return
+    text = "".join(runtime.summary_written).encode("utf-8")[:SUMMARY_COPY_LIMIT]
+    try:
+        state.check()
+        directory = os.path.join(state.location, "summaries")
+        try:  # noqa: SIM105 - contextlib.suppress would import contextlib at every start
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+        if os.path.islink(directory):
+            raise OSError(f"{directory} is a link")
+        name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in mode) or "phase"
+        temp = os.path.join(directory, f".{name}.md.{os.getpid()}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, text)
+        finally:
+            os.close(fd)
+        os.replace(temp, os.path.join(directory, f"{name}.md"))
+    except (Refusal, OSError) as exc:
+        runtime.annotate("warning", f"the copy of the step summary could not be kept in the state dir: {exc}")
 
 
 def _scrub_document(value: Any, runtime: Runtime) -> Any:

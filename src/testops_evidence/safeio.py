@@ -362,6 +362,11 @@ class StateDir:
         self.started: list[str] = []
 
     @property
+    def location(self) -> str:
+        """The directory as a string (no pathlib: the runner uses it at every start)."""
+        return os.fspath(self._location)
+
+    @property
     def path(self) -> Path:
         # A Path made on first use: a phase that never touches its state directory never imports pathlib.
         if self._path is None:

@@ -11,6 +11,7 @@ Routes (the name in brackets is the fault-injection key)::
     GET /repos/{o}/{r}/actions/runs/{id}                 [run]
     GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}    [run_attempt]
     GET /repos/{o}/{r}/actions/runs/{id}/artifacts       [run_artifacts]   per_page, page, name
+    GET /repos/{o}/{r}/actions/workflows/{id|file}/runs  [workflow_runs]   branch, status, per_page, page
     GET /repos/{o}/{r}/actions/artifacts                 [repo_artifacts]  per_page, page, name
     GET /repos/{o}/{r}/actions/artifacts/{id}            [artifact]
     GET /repos/{o}/{r}/actions/artifacts/{id}/zip        [artifact_zip]    302 -> blob host path
@@ -538,6 +539,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._json(200, owner._render_run(run, base, attempt))
                 items = [a for a in owner._artifacts.values() if a.run_id == run["id"]]
                 return self._page(items, query, base)
+            if route == "workflow_runs":
+                return self._workflow_runs(repo, params["workflow"], query, base)
             if route == "repo_artifacts":
                 items = [a for a in owner._artifacts.values() if a.repository.lower() == repo["full_name"].lower()]
                 return self._page(items, query, base)
@@ -551,6 +554,32 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(410, {"message": "Artifact has expired", "documentation_url": _DOCS})
             location = f"{owner.url}/_blob/{art.doc['id']}?sig={art.sig}"
             return self._send(302, b"", headers={"Location": location})
+
+    def _workflow_runs(self, repo: dict[str, Any], workflow: str, query: dict[str, str], base: str) -> int:
+        """``GET /repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs`` (REST "List workflow runs for a
+        workflow"): ``workflow_id`` is the numeric id or the workflow's file name; ``branch`` filters on the
+        head branch, ``status`` on status (``completed``, ...) or conclusion (``success``, ``failure``, ...);
+        newest first, paged by ``per_page`` (at most 100) and ``page``. The caller holds the lock."""
+        runs = [r for r in self.owner._runs.values() if r["_repository"].lower() == repo["full_name"].lower()
+                and (str(r.get("workflow_id")) == workflow if workflow.isdigit()
+                     else str(r.get("path", "")).rsplit("/", 1)[-1] == workflow)]
+        if not runs and not any(str(r.get("path", "")).rsplit("/", 1)[-1] == workflow or
+                                str(r.get("workflow_id")) == workflow for r in self.owner._runs.values()):
+            return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+        if "branch" in query:
+            runs = [r for r in runs if r.get("head_branch") == query["branch"]]
+        if "status" in query:
+            wanted = query["status"]
+            runs = [r for r in runs if r.get("status") == wanted or r.get("conclusion") == wanted]
+        runs.sort(key=lambda r: r["id"], reverse=True)
+        try:
+            per_page = max(1, min(100, int(query.get("per_page", "30"))))
+            page = max(1, int(query.get("page", "1")))
+        except ValueError:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        chunk = runs[(page - 1) * per_page: page * per_page]
+        return self._json(200, {"total_count": len(runs),
+                                "workflow_runs": [self.owner._render_run(r, base) for r in chunk]})
 
     def _authorized(self) -> bool:
         header = self.headers.get("Authorization", "")
@@ -659,6 +688,9 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]]:
             params["attempt"] = rest[4]
             return "run_attempt", params
         return "unknown", {}
+    if len(rest) == 4 and rest[:2] == ["actions", "workflows"] and rest[3] == "runs" and rest[2]:
+        params["workflow"] = rest[2]
+        return "workflow_runs", params
     if rest[:2] == ["actions", "artifacts"]:
         if len(rest) == 2:
             return "repo_artifacts", params

@@ -94,6 +94,22 @@ class VerifyOptions:
 
 
 @dataclass(frozen=True)
+class PublishOptions:
+    """What ``upload`` hands a backend besides the export: the HTML report a files publication carries
+    (``report``: auto | always | never), the history it continues (a history.jsonl, already fetched), how
+    many earlier reports the history keeps, the report's title, the environment tools run in, and where
+    their logs go. A backend that publishes elsewhere (TestOps) ignores them."""
+
+    report: str = "never"
+    history: Path | None = None
+    history_source: str = ""  # where the history came from, for the summary
+    history_limit: int = 20
+    title: str = "testops-evidence"
+    env: Mapping[str, str] = field(default_factory=dict)
+    logs: Path | None = None
+
+
+@dataclass(frozen=True)
 class Published:
     """A publication: the record upload keeps (``upload.json``) and the sentence that reports it."""
 
@@ -109,7 +125,7 @@ class Backend(Protocol):
 
     def select(self, inputs: SelectInputs) -> Outcome: ...
 
-    def publish(self, receipt: Receipt, results_dir: Path) -> Published: ...
+    def publish(self, receipt: Receipt, results_dir: Path, options: PublishOptions) -> Published: ...
 
     def verify(self, receipt: Receipt, publication: Mapping[str, Any], options: VerifyOptions) -> dict[str, Any]: ...
 

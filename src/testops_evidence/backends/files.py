@@ -11,19 +11,28 @@ verified copy of the results directory in the state directory, and verification 
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from testops_evidence import summary
-from testops_evidence.backends import Outcome, Published, SelectInputs, Services, VerifyOptions
+from testops_evidence.backends import Outcome, Published, PublishOptions, SelectInputs, Services, VerifyOptions
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.publication import publish_files
+from testops_evidence.evidence import report as report_tool
+from testops_evidence.evidence.publication import RESULTS_NAME, publish_files
 from testops_evidence.evidence.receipt import RESULT_FILE_LIMIT, Receipt
 from testops_evidence.evidence.testplan import match_rows, read_standing_plan
 from testops_evidence.evidence.tree import hash_file, list_dir
 from testops_evidence.safeio import parse_json_bytes, read_safe
+
+PUBLISHED = "published"  # the publication directory in the state dir
+REPORT_DIR = "allure-report"
+HISTORY_FILE = "history.jsonl"
+NOT_WANTED = {"built": False, "wanted": False, "reason": "report: never", "remedy": ""}
 
 
 class Backend:
@@ -52,22 +61,108 @@ class Backend:
         return Outcome(list(contract.cases), "contract", "the contract", why, planned=len(contract.cases))
 
     # --- publish --------------------------------------------------------------------------------------
-    def publish(self, receipt: Receipt, results_dir: Path) -> Published:
-        destination = self.services.state.ensure() / "published" / (results_dir.resolve().name or "allure-results")
-        if destination.exists() or destination.is_symlink():
-            raise Refusal("io.exists", f"{destination} exists but no publication receipt records it",
-                          field="destination", expected="absent", actual=str(destination))
-        copied = publish_files(results_dir, destination, receipt, receipt.raw)
-        record = {"backend": self.name, "destination": str(destination), "receipt-sha256": receipt.sha256,
-                  "selection-sha256": receipt.document["selection-sha256"], "uploaded-count": len(receipt.results),
-                  "files": copied, "counts": dict(receipt.counts), "launch-id": None,
-                  "launch-url": destination.as_uri()}
+    def publish(self, receipt: Receipt, results_dir: Path, options: PublishOptions) -> Published:
+        # Absolute paths in the record: a relative state-dir must still give a usable file URL and a path that
+        # verify (another step, maybe another working directory) can open.
+        publication = Path(os.path.abspath(self.services.state.ensure() / PUBLISHED))
+        if publication.is_symlink() or (publication.exists() and not publication.is_dir()):
+            raise Refusal("io.unsafe_path", f"{publication} is a link or not a directory", field="publication-dir",
+                          expected="a directory of the state dir, or absent", actual=str(publication))
+        if publication.exists():
+            # No upload.json records it (upload answers an already recorded publication itself): what an
+            # interrupted earlier upload in this state dir left. The publication is rebuilt whole.
+            self.services.log(f"removing {publication}, left by an upload that did not finish (no upload.json)")
+            shutil.rmtree(publication)
+        report: dict[str, Any] = dict(NOT_WANTED)
+
+        def complete(temp: Path) -> None:
+            report.clear()
+            report.update(self._report(receipt, temp, options))
+
+        copied = publish_files(results_dir, publication, receipt, receipt.raw, complete)
+        if report.get("built"):
+            report["index"] = str(publication / REPORT_DIR / "index.html")
+            if report.get("history"):
+                report["history"] = str(publication / HISTORY_FILE)
+        destination = publication / RESULTS_NAME
+        shown = publication / REPORT_DIR / "index.html" if report.get("built") else publication
+        context = receipt.document["context"]
+        record = {"backend": self.name, "destination": str(destination), "publication-dir": str(publication),
+                  "publication-name": f"{receipt.document['campaign']}-{context['run-id']}-{context['run-attempt']}",
+                  "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
+                  "uploaded-count": len(receipt.results), "files": copied, "counts": dict(receipt.counts),
+                  "report": report, "launch-id": None, "launch-url": shown.as_uri()}
+        if report.get("built"):
+            what = (f"with an Allure Report ({summary.text(report['tool'])}; statistics equal to the receipt"
+                    + (f"; trends over {report['history-entries']} earlier report(s)" if report["history-entries"]
+                       else "") + ")")
+        elif report.get("wanted") is False:
+            what = "without an HTML report (`report: never`)"
+        else:
+            what = f"without an HTML report ({summary.text(report['reason'])})"
         return Published(record, f"✅ Published {len(receipt.results)} results ({copied} files, every digest "
-                                 f"checked) to {summary.code(destination)}.")
+                                 f"checked) to {summary.code(publication)}, {what}.")
+
+    def _report(self, receipt: Receipt, temp: Path, options: PublishOptions) -> dict[str, Any]:
+        """Build the HTML report into the publication being written; what happened, for the record."""
+        if options.report == "never":
+            return dict(NOT_WANTED)
+        logs = options.logs or Path(os.path.abspath(self.services.state.ensure()))
+        tool = report_tool.obtain(options.env, logs)
+        if isinstance(tool, report_tool.Missing):
+            if options.report == "always":
+                raise Refusal("upload.report", f"no Allure Report can run here: {tool.reason}", field="report",
+                              expected="Allure Report 3 (report: always)", actual="missing", hint=tool.remedy + ".")
+            return {"built": False, "reason": tool.reason, "remedy": tool.remedy}
+        history = None
+        entries = 0
+        if tool.major >= 3:
+            # Always a history file: this report's line is what the next run's report continues.
+            history = temp / HISTORY_FILE
+            if options.history is not None:
+                shutil.copyfile(options.history, history)  # Allure appends this report to the copy
+        work = Path(tempfile.mkdtemp(prefix=".allure-work-", dir=logs))
+        try:
+            built = report_tool.build(tool, temp / RESULTS_NAME, temp / REPORT_DIR, name=options.title,
+                                      counts={s: receipt.counts[s] for s in ("passed", "failed", "broken")},
+                                      work=work, log=logs / "allure-report.log", env=options.env, history=history,
+                                      history_limit=options.history_limit,
+                                      code="upload.report")
+            entries = built.history_entries
+        except Refusal as refusal:
+            if options.report == "always" or refusal.field == "Allure Report statistics":
+                raise  # a report that contradicts the receipt is never published
+            shutil.rmtree(temp / REPORT_DIR, ignore_errors=True)
+            if history is not None:
+                history.unlink(missing_ok=True)
+            return {"built": False, "reason": refusal.message, "remedy": "read the log, or set `report: never`"}
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return {"built": True, "tool": f"Allure Report {tool.version}", "origin": tool.origin,
+                "stats": {s: built.stats.get(s, 0) for s in ("total", "passed", "failed", "broken")},
+                "history": HISTORY_FILE if built.history is not None else None, "history-entries": entries,
+                "history-source": options.history_source if options.history is not None else None}
 
     @staticmethod
     def publication_rows(publication: Mapping[str, Any]) -> Sequence[tuple[str, Any]]:
-        return [("published to", summary.code(publication["destination"]))]
+        rows: list[tuple[str, Any]] = [("published to", summary.code(publication.get("publication-dir")
+                                                                      or publication["destination"]))]
+        report = publication.get("report")
+        if isinstance(report, dict):
+            if report.get("built"):
+                rows.append(("HTML report", summary.join((summary.code(report["index"]), summary.Markdown(
+                    f" — {summary.text(report['tool'])}, statistics equal to the receipt")))))
+                if report.get("history"):
+                    source = f" from {summary.text(report['history-source'])}" if report.get("history-source") else ""
+                    rows.append(("history", summary.Markdown(
+                        f"{report['history-entries']} earlier report(s){source}; continued in "
+                        f"{summary.code(report['history'])}")))
+            elif report.get("wanted") is False:
+                rows.append(("HTML report", summary.Markdown("not built (`report: never`)")))
+            else:
+                remedy = f" — {summary.text(report['remedy'])}" if report.get("remedy") else ""
+                rows.append(("HTML report", summary.Markdown(f"⚠️ not built: {summary.text(report['reason'])}{remedy}")))
+        return rows
 
     # --- verify ---------------------------------------------------------------------------------------
     def verify(self, receipt: Receipt, publication: Mapping[str, Any],
@@ -107,4 +202,17 @@ class Backend:
                 if want != got:
                     raise Refusal("verify.mismatch", f"the published result of {row['key']} has another {key}",
                                   field=f"{row['key']}/{key}", expected=want, actual=got)
-        return {"published to": summary.code(destination), "files checked": len(expected)}
+        facts: dict[str, Any] = {"published to": summary.code(publication.get("publication-dir") or destination),
+                                 "files checked": len(expected)}
+        report = publication.get("report")
+        if isinstance(report, dict) and report.get("built"):
+            # The report is a view of the same receipt: its counts must still be the receipt's.
+            directory = Path(str(report["index"])).parent
+            stats = report_tool.statistics(directory)
+            want = {status: receipt.counts[status] for status in ("total", "passed", "failed", "broken")}
+            got = {status: (stats or {}).get(status) for status in want}
+            if got != want:
+                raise Refusal("verify.mismatch", f"the Allure Report in {directory} no longer shows the receipt's "
+                              "counts", field="allure-report/summary.json", expected=want, actual=got)
+            facts["Allure Report statistics"] = "equal to the receipt"
+        return facts

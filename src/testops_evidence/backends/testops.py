@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testops_evidence import summary
-from testops_evidence.backends import Outcome, Published, SelectInputs, Services, VerifyOptions
+from testops_evidence.backends import Outcome, Published, PublishOptions, SelectInputs, Services, VerifyOptions
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.receipt import Receipt
@@ -83,7 +83,8 @@ class Backend:
         return Outcome(cases, source, origin, why, binding, checks, planned=len(rows))
 
     # --- publish --------------------------------------------------------------------------------------
-    def publish(self, receipt: Receipt, results_dir: Path) -> Published:
+    def publish(self, receipt: Receipt, results_dir: Path,
+                options: PublishOptions) -> Published:  # noqa: ARG002 - TestOps renders its own report
         from testops_evidence.testops.publish import prepare, upload
 
         prepared = prepare(receipt, results_dir)

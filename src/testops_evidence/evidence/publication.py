@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -127,24 +127,40 @@ def bundle_name(receipt: Receipt, number: int, total: int) -> str:
     return f"testops-evidence-{receipt.document['campaign']}-run-{context['run-id']}{suffix}.json"
 
 
-def publish_files(source: Path, destination: Path, receipt: Receipt, receipt_bytes: bytes) -> int:
-    """Copy the receipt's files from ``source`` into a fresh ``destination`` (plus the receipt beside it),
-    each read once and checked against its receipt digest, built in a temp dir and renamed into place."""
-    destination.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = destination.parent / f".{destination.name}.publish-{os.getpid()}-{os.urandom(4).hex()}"
+RESULTS_NAME = "allure-results"
+RECEIPT_NAME = "allure-results-receipt.json"
+_TEMP_MARK = ".publish-"
+
+
+def publish_files(source: Path, publication: Path, receipt: Receipt, receipt_bytes: bytes,
+                  complete: Callable[[Path], None] | None = None) -> int:
+    """Write the publication directory ``publication`` whole, or not at all: ``allure-results/`` (the receipt's
+    files from ``source``, each read once and checked against its receipt digest), the receipt beside it as
+    ``allure-results-receipt.json``, then whatever ``complete`` adds (the report). It is built in a temp dir
+    beside ``publication`` and renamed into place; a failure removes the temp dir, and a temp dir that an
+    interrupted earlier attempt left (a killed job) is removed first, so nothing blocks a re-run."""
+    parent = publication.parent
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for leftover in parent.glob(f".{publication.name}{_TEMP_MARK}*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    temp = parent / f".{publication.name}{_TEMP_MARK}{os.getpid()}-{os.urandom(4).hex()}"
     temp.mkdir(mode=0o700)
     try:
+        results = temp / RESULTS_NAME
+        results.mkdir(mode=0o700)
         expected = receipt.expected_files()
         for name in sorted(expected):
             data = verified_bytes(source, name, expected[name], "upload.results_invalid")
-            write_new(temp / name, data)
+            write_new(results / name, data)
+        fsync_dir(results)
+        write_new(temp / RECEIPT_NAME, receipt_bytes)
+        if complete is not None:
+            complete(temp)
         fsync_dir(temp)
-        os.rename(temp, destination)
+        os.rename(temp, publication)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    fsync_dir(destination.parent)
-    receipt_copy = destination.parent / f"{destination.name}-receipt.json"
-    write_new(receipt_copy, receipt_bytes)
-    fsync_dir(destination.parent)
+    fsync_dir(parent)
     return len(expected)

@@ -4,7 +4,7 @@ guard (``local``) → select → the example harness (a real pytest run) and ``c
 measured by an Inspect AI eval (``examples/inspect/``) → export → upload → verify → Allure Report. Every phase is a real phase run (``runner.run_phase``) with its own
 runtime; its step summary is written to ``summaries/`` and printed. Everything stays in a fresh
 directory ``<workdir>/<UTC timestamp>/``: the selection, cell results, ``allure-results/`` and its
-receipt, the state directory (receipts, the published copy), logs, and ``allure-report/``.
+receipt, the state directory (receipts, the publication ``state/published/`` with its ``allure-report/``), logs.
 
 The examples include a failing and a broken case on purpose, so export and verify exit 1 ("recorded,
 not all passed"). The rehearsal itself exits 0 when every phase behaved as designed: no refusal, and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,13 +27,13 @@ from typing import Any
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.evidence import report as report_tool
 from testops_evidence.interface import TOKEN_VARIABLES
 from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
 
 # Variables that would make a phase believe it runs in GitHub Actions, or hand it a credential.
 _STRIPPED_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "ALLURE_")
 _STRIPPED = (*TOKEN_VARIABLES, "GH_TOKEN", "CI")
-ALLURE_TOOL = Path(".tools") / "allure" / "node_modules" / ".bin" / "allure"
 # The interpreter scripts/setup.sh installs inspect-ai into (test-only; never this package's own).
 INSPECT_PYTHON = Path(".tools") / "producers" / "bin" / "python"
 INSPECT_CASE = "read-company-goals"
@@ -125,7 +124,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                      else examples / "contract.yml")
     assert contract_path is not None
     contract_path = contract_path.resolve()
-    report_mode = extras.get("report") or "auto"
+    report_mode = report_tool.report_mode(ctx.settings.string("report"))
     env, dropped = _clean_env(ctx.env)
     run_dir = _fresh_dir(Path(extras.get("workdir") or "rehearsal").resolve(), ctx.clock())
     ctx.runtime.log(f"Rehearsing {contract_path} on the files backend in {run_dir}")
@@ -152,7 +151,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                         "results-dir": str(results_dir)}, allowed=(EXIT_OK, EXIT_CASES_FAILED))
     if not export.ok:
         return _stopped(rehearsal, export)
-    upload = rehearsal.phase("upload", {**common, "results-dir": str(results_dir)})
+    upload = rehearsal.phase("upload", {**common, "results-dir": str(results_dir), "report": report_mode})
     if not upload.ok:
         return _stopped(rehearsal, upload)
     verify = rehearsal.phase("verify", {**common, "results-dir": str(results_dir)},
@@ -165,8 +164,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     _agree("verified-count", total, int(verify.outputs.get("verified-count", "-1")))
     _agree("all-passed", export.outputs.get("all-passed"), verify.outputs.get("all-passed"))
     _agree("uploaded-count", total, int(upload.outputs.get("uploaded-count", "-1")))
-    published = run_dir / "state" / "published" / results_dir.name
-    report = _report(ctx, report_mode, published, run_dir, {"total": total, **counts})
+    publication = json.loads((run_dir / "state" / "upload.json").read_text(encoding="utf-8"))
+    published = Path(publication["destination"])
+    report = _report(ctx, publication.get("report") or {}, {"total": total, **counts})
     return _finished(rehearsal, contract_path, counts, report, published, results_dir)
 
 
@@ -292,57 +292,18 @@ def _run_harness(ctx: PhaseContext, harness: Path, work: Path, plan: dict[str, l
 # --- the report and the summary --------------------------------------------------------------------------------
 
 
-def _allure_command(cwd: Path) -> list[str] | None:
-    """Allure Report: the copy scripts/setup.sh installs, an ``allure`` on PATH, or one ``npx`` already has
-    (``--no``: npx must never download it here)."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        candidate = root / ALLURE_TOOL
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return [str(candidate)]
-    found = shutil.which("allure")
-    if found:
-        return [found]
-    npx = shutil.which("npx")
-    if npx:
-        probe = subprocess.run([npx, "--no", "--", "allure", "--version"], cwd=cwd, capture_output=True, text=True,
-                               check=False)
-        if probe.returncode == 0:
-            return [npx, "--no", "--", "allure"]
-    return None
-
-
-def _report(ctx: PhaseContext, mode: str, published: Path, run_dir: Path, counts: dict[str, int]) -> str:
-    """Generate the Allure Report from the published results; its statistics must equal the receipt's."""
-    if mode == "never":
+def _report(ctx: PhaseContext, report: dict[str, Any], counts: dict[str, int]) -> summary.Markdown:
+    """The HTML report upload built into the publication (its statistics were checked against the receipt
+    there, and again by verify), or why there is none."""
+    if report.get("wanted") is False:
         return summary.Markdown("not generated (`--report never`)")
-    empty = run_dir / ".allure-cwd"  # an empty cwd, so no allurerc.* of the user's is picked up
-    empty.mkdir()
-    command = _allure_command(empty)
-    if command is None:
-        empty.rmdir()
-        if mode == "always":
-            raise Refusal("rehearse.report", "Allure Report is not installed", field="allure",
-                          expected=str(ALLURE_TOOL), actual="missing", hint="Run `bash scripts/setup.sh` (needs npm).")
-        return "not generated: Allure Report is not installed (`bash scripts/setup.sh` installs it with npm)"
-    out = run_dir / "allure-report"
-    done = subprocess.run([*command, "generate", str(published), "-o", str(out)], cwd=empty, capture_output=True,
-                          text=True, check=False)
-    (run_dir / "logs" / "allure-report.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    shutil.rmtree(empty, ignore_errors=True)
-    # Allure 3 writes summary.json -> stats; an Allure 2 `allure` on PATH writes widgets/summary.json -> statistic.
-    stats_file, key = out / "summary.json", "stats"
-    if not stats_file.exists() and (out / "widgets" / "summary.json").exists():
-        stats_file, key = out / "widgets" / "summary.json", "statistic"
-    if done.returncode != 0 or not stats_file.exists():
-        raise Refusal("rehearse.report", f"Allure Report failed (exit {done.returncode}); see "
-                      f"{run_dir / 'logs' / 'allure-report.log'}", field="allure", expected="exit 0",
-                      actual=done.returncode)
-    stats = json.loads(stats_file.read_text(encoding="utf-8")).get(key, {})
-    shown = {key: int(stats.get(key, 0)) for key in counts}  # Allure 3 leaves out zero counts
-    _agree("Allure Report statistics", counts, shown)
-    figures = ", ".join(f"{count} {status}" for status, count in shown.items())
-    ctx.runtime.log(f"\n━━━ Allure Report ━━━  {out / 'index.html'}: {figures} — equal to the receipt")
-    return summary.Markdown(f"{summary.code(out / 'index.html')} (statistics equal to the receipt)")
+    if not report.get("built"):
+        return summary.Markdown(f"not generated: {summary.text(str(report.get('reason')))} (`bash scripts/setup.sh` "
+                                "installs Allure Report with npm)")
+    stats = report.get("stats") or {}
+    figures = ", ".join(f"{stats.get(status, 0)} {status}" for status in counts)
+    ctx.runtime.log(f"\n━━━ {report.get('tool')} ━━━  {report.get('index')}: {figures} — equal to the receipt")
+    return summary.Markdown(f"{summary.code(report.get('index'))} (statistics equal to the receipt)")
 
 
 def _stopped(rehearsal: Rehearsal, step: Step) -> PhaseResult:

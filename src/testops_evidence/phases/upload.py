@@ -6,20 +6,32 @@ backend then publishes it (``backends/``): the files backend as a verified copy 
 the TestOps backend through the session upload flow, every change once-marked first so that an uncertain
 outcome is left to ``reconcile``. The publication record ``upload.json`` is written last.
 
+On the files backend the publication is a directory (``publication-dir``) that a workflow keeps as an
+artifact: ``allure-results/``, its receipt, an Allure Report (``report``: auto, always, never) and the report
+history (``history.jsonl``) that the next run continues. The history comes from ``report-history`` (a file,
+e.g. from a Pages branch) or from the history artifact of the newest earlier run of this workflow on this
+branch (``history-artifact``); an earlier run's history that cannot be read is reported and left out, never
+fatal: it only adds trends to a report whose counts are checked against the receipt.
+
 A second upload of the same receipt in the same state dir is a no-op that reports the first publication.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.backends import backend_class
-from testops_evidence.context import job_context
+from testops_evidence.backends import PublishOptions, backend_class
+from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.receipt import Receipt, bind_receipt, check_tree, default_receipt_path, load_receipt
+from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
 from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.safeio import write_atomic
+
+HISTORY_FILE = "history.jsonl"
 
 PUBLICATION = "upload.json"
 STAGE_PREFIX = "upload-"
@@ -36,8 +48,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     receipt = load_receipt(receipt_path)
     contract = ctx.contract()
     backend = ctx.backend()
-    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest,
-                 live=job_context(ctx.env, contract.trust.repository, contract.trust.workflows).binding_fields(), backend=backend)
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
+    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
+                 backend=backend)
 
     if ctx.state.has(PUBLICATION):
         return _already_published(ctx, receipt)
@@ -47,11 +60,83 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       f"({len(pending)} uncertain stage(s): {', '.join(pending[:5])})", field="once-markers",
                       expected="none pending", actual=pending[:20])
     count = check_tree(results_dir, receipt, RESULTS_CODE, hash_files=False)
+    options = _publish_options(ctx, receipt, live) if not backend_class(backend).remote else PublishOptions()
     with ctx.runtime.group(f"upload: {len(receipt.results)} results ({count} files) to the {backend} backend"):
-        published = ctx.open_backend().publish(receipt, results_dir)
+        published = ctx.open_backend().publish(receipt, results_dir, options)
     ctx.state.write_receipt(PUBLICATION, published.record)
+    report = published.record.get("report")
+    if isinstance(report, dict) and not report.get("built") and options.report == "auto":
+        # Never silent: the run page shows it, not only the summary.
+        ctx.runtime.annotate("warning", f"no HTML report was built: {report.get('reason')}; "
+                             f"{report.get('remedy')}", title="upload.report")
     return PhaseResult(headline=published.headline, outputs=_outputs(published.record),
                        summary=_publication_table(published.record))
+
+
+# --- the files backend's report and its history -----------------------------------------------------------------
+
+
+def _publish_options(ctx: PhaseContext, receipt: Receipt, live: RunContext) -> PublishOptions:
+    mode = report_mode(ctx.settings.string("report"))
+    limit = ctx.settings.integer("history-limit", minimum=1)
+    context = receipt.document["context"]
+    title = (f"{receipt.document['campaign']} · run {context.get('run-number', context['run-id'])}"
+             f" (attempt {context['run-attempt']})")
+    history, source = _history(ctx, live) if mode != "never" else (None, "")
+    logs = Path(os.path.abspath(ctx.state.ensure()))
+    return PublishOptions(report=mode, history=history, history_source=source,
+                          history_limit=20 if limit is None else limit, title=title, env=ctx.env, logs=logs)
+
+
+def _history(ctx: PhaseContext, live: RunContext) -> tuple[Path | None, str]:
+    """The history the report continues, and where it came from; (None, "") for a new history."""
+    explicit = ctx.settings.path("report-history")
+    if explicit is not None:
+        read_history(explicit)  # a file the operator named must be right: upload.history otherwise
+        return explicit, f"the file {explicit}"
+    pattern = ctx.settings.string("history-artifact")
+    if pattern is None:
+        return None, ""
+    if live.local:
+        ctx.runtime.log("history-artifact: a local run has no earlier runs to take the history from")
+        return None, ""
+    token = ctx.github_token()
+    if not token:
+        ctx.runtime.annotate("warning", "history-artifact is set but there is no github-token: the report starts a "
+                             "new history", title="upload.history")
+        return None, ""
+    try:
+        return _earlier_history(ctx, live, token, pattern)
+    except Refusal as refusal:
+        ctx.runtime.annotate("warning", f"the history of earlier reports was left out ({refusal.code}: "
+                             f"{refusal.message}); the report starts a new history", title="upload.history")
+        return None, ""
+
+
+def _earlier_history(ctx: PhaseContext, live: RunContext, token: str, pattern: str) -> tuple[Path | None, str]:
+    from testops_evidence import github_run
+    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+
+    policy = github_run.request_policy(ctx.env, ctx.sleep)
+    workflow = Path(live.workflow_path).name
+    artifact = github_run.earlier_artifact(live.api_url, token, live.repository, workflow, branch=live.branch,
+                                           before=live.run_id, pattern=pattern, policy=policy)
+    if artifact is None:
+        ctx.runtime.log(f"no earlier completed run of {workflow} on {live.branch} has an artifact named like "
+                        f"{pattern}: the report starts a new history")
+        return None, ""
+    data = github_run.download_artifact(live.api_url, token, artifact, max_bytes=HISTORY_BYTES + 1024 * 1024,
+                                        policy=policy)
+    archive = extract_zip(data, limits=ArchiveLimits(max_entries=16, max_entry_bytes=HISTORY_BYTES,
+                                                     max_total_bytes=HISTORY_BYTES))
+    found = archive.files.get(HISTORY_FILE)
+    if found is None:
+        raise Refusal("upload.history", f"the artifact {artifact.name} of run {artifact.run_id} holds no "
+                      f"{HISTORY_FILE}", field="history-artifact", expected=HISTORY_FILE, actual=list(archive.names)[:10])
+    path = write_atomic(ctx.state.ensure() / "history-earlier.jsonl", found.data)
+    entries = read_history(path)
+    ctx.runtime.log(f"history: {entries} earlier report(s) from the artifact {artifact.name} of run {artifact.run_id}")
+    return path, f"the artifact {artifact.name} of run {artifact.run_id}"
 
 
 def _already_published(ctx: PhaseContext, receipt: Receipt) -> PhaseResult:
@@ -67,12 +152,18 @@ def _already_published(ctx: PhaseContext, receipt: Receipt) -> PhaseResult:
 
 
 def _outputs(publication: dict[str, Any]) -> dict[str, Any]:
-    return {
+    outputs = {
         "launch-id": publication.get("launch-id") or "",
         "launch-url": publication.get("launch-url") or "",
         "uploaded-count": publication["uploaded-count"],
         "published": True,
     }
+    if publication.get("publication-dir"):
+        report = publication.get("report")
+        outputs.update({"publication-dir": publication["publication-dir"],
+                        "publication-name": publication.get("publication-name", ""),
+                        "report-built": bool(isinstance(report, dict) and report.get("built"))})
+    return outputs
 
 
 def _publication_table(publication: dict[str, Any]) -> str:
