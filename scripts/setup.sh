@@ -37,12 +37,15 @@ if ! .venv/bin/python -c 'import testops_evidence' 2>/dev/null; then
   fi
 fi
 
-# Allure Report 3 (npm), pinned; used by the rehearsal (report) and by the real-consumer tests.
+# Allure Report 3 (npm): exactly the tree the package pins (src/testops_evidence/allure/package-lock.json,
+# every package with its integrity hash), as the action installs it; used by the rehearsal and the tests.
 if command -v npm >/dev/null 2>&1 && [ "${TESTOPS_EVIDENCE_SKIP_NPM:-}" != "1" ]; then
-  if [ ! -x .tools/allure/node_modules/.bin/allure ]; then
+  lock=src/testops_evidence/allure/package-lock.json
+  if [ ! -x .tools/allure/node_modules/.bin/allure ] || ! cmp -s "$lock" .tools/allure/package-lock.json; then
+    rm -rf .tools/allure
     mkdir -p .tools/allure
-    (cd .tools/allure && [ -f package.json ] || echo '{"private":true}' > package.json
-     npm install --silent --no-audit --no-fund allure@3.18.0 >/dev/null)
+    cp src/testops_evidence/allure/package.json "$lock" .tools/allure/
+    (cd .tools/allure && npm ci --ignore-scripts --silent --no-audit --no-fund >/dev/null)
   fi
 fi
 
