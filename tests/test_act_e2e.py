@@ -525,8 +525,6 @@ REFUSING_CASE_COMMAND = CASE_COMMAND.replace(
     'with open(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"], "w", encoding="utf-8") as handle:',
     'if row["key"] == "list-open-issues":\n'
     '    raise SystemExit(1)  # crashes before writing its cell result: case.no_cell_result\n'
-    'if row["key"] == "get-task-context":\n'
-    '    cell["source-sha"] = "b" * 40  # evidence of another commit: export refuses it\n'
     'with open(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"], "w", encoding="utf-8") as handle:')
 
 
@@ -538,28 +536,40 @@ def failure_artifact(result: ActRun, name: str) -> tuple[dict[str, Any], dict[st
     return json.loads((directory / "failure.json").read_text()), summaries
 
 
-def test_a_refusal_in_a_template_job_leaves_an_artifact_with_failure_json_and_the_summaries(
+def test_a_refused_matrix_job_leaves_its_failure_artifact_and_the_case_is_published_broken(
         act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:
     assert REFUSING_CASE_COMMAND != CASE_COMMAND
     result = run_act(act_binary, tmp_path, github, extra={"evals/run_case.py": REFUSING_CASE_COMMAND})
-    assert result.returncode != 0
-
-    # A matrix job: the case loop's refusal, kept like the action's, with the worker's own summaries.
+    # The matrix job's refusal, kept like the action's, with the worker's own step summaries.
     failure, summaries = failure_artifact(result, "testops-evidence-failure-native-list-open-issues-1")
-    assert (failure["code"], failure["exit-code"]) == ("case.no_cell_result", 3)
+    assert (failure["mode"], failure["code"], failure["exit-code"]) == ("case", "case.no_cell_result", 3)
     assert "`case.no_cell_result`" in summaries["case.md"] and "verify-selection.md" in summaries
-
-    # The export job: the action refused the cell of another commit; nothing was published.
-    failure, summaries = failure_artifact(result, "testops-evidence-failure-export-1")
-    assert (failure["mode"], failure["code"]) == ("export", "export.cell_binding")
-    assert "export.cell_binding" in summaries["export.md"] and failure["hint"] in summaries["export.md"]
-    assert not list(result.artifacts.glob("testops-evidence-report-*"))
-    # Jobs that did not fail keep no failure artifact.
-    assert not (result.artifacts / "testops-evidence-failure-select-1").exists()
-
+    # Only that job failed; the campaign went on and published the case as broken, not recorded.
+    assert sorted(p.name for p in result.artifacts.glob("testops-evidence-failure-*")) == [
+        "testops-evidence-failure-native-list-open-issues-1"]
+    receipt = json.loads((result.artifacts / "testops-evidence-report-agent-protocol-1-1"
+                          / "allure-results-receipt.json").read_text())
+    assert {row["key"]: row["status"] for row in receipt["results"]}["list-open-issues"] == "broken"
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_a_refused_select_job_leaves_its_failure_artifact(act_binary: Path, tmp_path: Path,
+                                                          github: GitHubServer) -> None:
+    # select holds both tokens (GitHub's and TestOps'): neither may reach its failure artifact.
+    with TestOpsServer(token=TESTOPS_TOKEN) as testops:
+        result = run_act(act_binary, tmp_path, github, inputs={"cases": "no-such-case"}, testops=testops,
+                         contract=contract_text(1234567))
+    assert result.returncode != 0
+    failure, summaries = failure_artifact(result, "testops-evidence-failure-select-1")
+    assert (failure["mode"], failure["code"]) == ("select", "contract.unknown_case")
+    assert "contract.unknown_case" in summaries["select.md"]
+    assert sorted(p.name for p in result.artifacts.iterdir()) == ["testops-evidence-failure-select-1"]
+    for path in result.artifacts.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert SENTINEL_TOKEN not in text and TESTOPS_TOKEN not in text, path
 
 
 def test_a_refused_guard_leaves_its_failure_artifact(act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:

@@ -335,8 +335,8 @@ def test_every_job_keeps_its_refusal_as_an_artifact(name: str) -> None:
         assert last.get("if") == "${{ failure() }}", f"{job_id}: the last step must keep the refusal"
         assert THIRD_PARTY.match(last["uses"]).group(2) == "upload-artifact", job_id  # type: ignore[union-attr]
         artifact = last["with"]
-        unique = f"-{MATRIX_ID}" if "matrix" in job.get("strategy", {}) else ""
-        assert artifact["name"].endswith(f"-failure-{job_id}{unique}-${{{{ github.run_attempt }}}}"), job_id
+        unique = MATRIX_ID if "matrix" in job.get("strategy", {}) else job_id  # the plan's job: <lane>-<key>
+        assert artifact["name"].endswith(f"-failure-{unique}-${{{{ github.run_attempt }}}}"), job_id
         paths = artifact["path"].splitlines()
         # The action's default state dir (settings.default_state_location): its JSON and the summary copies,
         # never the publication (it has an artifact of its own) nor anything outside the state dir.
