@@ -46,7 +46,8 @@ def test_the_leak_detector_finds_a_leak(tmp_path: Path, monkeypatch: pytest.Monk
 
     fake_phase(monkeypatch, "guard", run)
     leaky = run_mode("guard", tmp_path, {}, {})  # the token is in no variable: nothing is masked
-    assert set(secret_leaks(leaky)) == {"output x", "step summary", str(tmp_path / "state" / "leak.json")}
+    assert set(secret_leaks(leaky)) == {"output x", "step summary", str(tmp_path / "state" / "leak.json"),
+                                        str(tmp_path / "state" / "summaries" / "guard.md")}
 
 
 def test_check_with_tokens_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -107,7 +107,8 @@ def test_unset_inputs_without_defaults_are_absent() -> None:
 
 def test_extras_keep_command_specific_options() -> None:
     settings = Settings.resolve("rehearse", {"workdir": "w", "report": "never", "examples": None}, {})
-    assert settings.extras == {"workdir": "w", "report": "never"}
+    assert settings.extras == {"workdir": "w"}  # report is an input (rehearse and upload), not an extra
+    assert settings.string("report") == "never"
 
 
 def test_unknown_input_names_are_a_programming_error() -> None:
