@@ -475,30 +475,71 @@ def _block(data: bytes | memoryview, pos: int, end: int, frame: _Frame, out: byt
 
 def _sequences(data: bytes | memoryview, pos: int, end: int, count: int, frame: _Frame, literals: bytearray,
                out: bytearray, cap: int, window: int) -> None:
+    """Decode and execute ``count`` sequences. The hot loop of the decoder: the backward bit stream is read
+    inline (a local accumulator refilled to at least 96 bits per sequence, enough for its at most 89),
+    which is several times faster in CPython than a method call per field."""
     ll, of, ml = frame.ll, frame.of, frame.ml
     assert ll is not None and of is not None and ml is not None
     stream = _Backward(data, pos, end)
     read = stream.read
     ll_state, of_state, ml_state = read(ll.accuracy), read(of.accuracy), read(ml.accuracy)
+    acc, nbits, byte_pos, first, used, total = stream.acc, stream.nbits, stream.pos, stream.start, stream.used, \
+        stream.total
+    ll_symbol, ll_bits_of, ll_base_of = ll.symbol, ll.bits, ll.base
+    ml_symbol, ml_bits_of, ml_base_of = ml.symbol, ml.bits, ml.base
+    of_symbol, of_bits_of, of_base_of = of.symbol, of.bits, of.base
+    ll_codes, ml_codes = _LL_CODES, _ML_CODES
+    ll_limit, ml_limit = len(_LL_CODES), len(_ML_CODES)
     reps = frame.reps
     lit_pos = 0
     lit_len_total = len(literals)
+    floor = frame.begin
+    last = count - 1
     for index in range(count):
-        of_code = of.symbol[of_state]
-        ml_code = ml.symbol[ml_state]
-        ll_code = ll.symbol[ll_state]
-        if of_code > _OF_MAX_CODE or ml_code >= len(_ML_CODES) or ll_code >= len(_LL_CODES):
+        if nbits < 96:  # refill from the bytes below; past the first byte, zeros (counted by `used`)
+            take = min(12, byte_pos - first)
+            if take > 0:
+                acc = (acc << (take * 8)) | int.from_bytes(data[byte_pos - take:byte_pos], "little")
+                nbits += take * 8
+                byte_pos -= take
+            if nbits < 96:
+                acc <<= 96 - nbits
+                nbits = 96
+        of_code = of_symbol[of_state]
+        ml_code = ml_symbol[ml_state]
+        ll_code = ll_symbol[ll_state]
+        if of_code > _OF_MAX_CODE or ml_code >= ml_limit or ll_code >= ll_limit:
             raise ZstdError("a sequence code is out of range")
-        offset_value = (1 << of_code) + read(of_code)
-        ml_base, ml_bits = _ML_CODES[ml_code]
-        match_length = ml_base + read(ml_bits)
-        ll_base, ll_bits = _LL_CODES[ll_code]
-        literal_length = ll_base + read(ll_bits)
+        nbits -= of_code
+        offset_value = (1 << of_code) + ((acc >> nbits) & ((1 << of_code) - 1))
+        ml_base, ml_bits = ml_codes[ml_code]
+        nbits -= ml_bits
+        match_length = ml_base + ((acc >> nbits) & ((1 << ml_bits) - 1))
+        ll_base, ll_bits = ll_codes[ll_code]
+        nbits -= ll_bits
+        literal_length = ll_base + ((acc >> nbits) & ((1 << ll_bits) - 1))
+        used += of_code + ml_bits + ll_bits
+        if index < last:
+            bits = ll_bits_of[ll_state]
+            nbits -= bits
+            ll_state = ll_base_of[ll_state] + ((acc >> nbits) & ((1 << bits) - 1))
+            used += bits
+            bits = ml_bits_of[ml_state]
+            nbits -= bits
+            ml_state = ml_base_of[ml_state] + ((acc >> nbits) & ((1 << bits) - 1))
+            used += bits
+            bits = of_bits_of[of_state]
+            nbits -= bits
+            of_state = of_base_of[of_state] + ((acc >> nbits) & ((1 << bits) - 1))
+            used += bits
+        acc &= (1 << nbits) - 1
+        if used > total:
+            raise ZstdError("a sequence stream is cut short")
         if offset_value > 3:
             offset = offset_value - 3
             reps[2], reps[1], reps[0] = reps[1], reps[0], offset
         else:
-            choice = offset_value - (0 if literal_length else -1) - 1  # LL 0 shifts the repeat codes
+            choice = offset_value if literal_length == 0 else offset_value - 1  # LL 0 shifts the repeat codes
             if choice == 0:
                 offset = reps[0]
             elif choice == 3:
@@ -511,28 +552,24 @@ def _sequences(data: bytes | memoryview, pos: int, end: int, count: int, frame: 
                 if choice == 2:
                     reps[2] = reps[1]
                 reps[1], reps[0] = reps[0], offset
-        if index + 1 < count:
-            ll_state = ll.base[ll_state] + read(ll.bits[ll_state])
-            ml_state = ml.base[ml_state] + read(ml.bits[ml_state])
-            of_state = of.base[of_state] + read(of.bits[of_state])
-        if stream.overflowed:
-            raise ZstdError("a sequence stream is cut short")
         if lit_pos + literal_length > lit_len_total:
             raise ZstdError("a sequence uses more literals than the block has")
         if len(out) + literal_length + match_length > cap:
             raise ZstdError("the stream inflates past its cap")
-        out += literals[lit_pos:lit_pos + literal_length]
-        lit_pos += literal_length
-        if offset > len(out) - frame.begin or offset > window:
+        if literal_length:
+            out += literals[lit_pos:lit_pos + literal_length]
+            lit_pos += literal_length
+        produced = len(out)
+        if offset > produced - floor or offset > window:
             raise ZstdError("a match reaches before the start of the output or the window")
-        start = len(out) - offset
+        start = produced - offset
         if match_length <= offset:
             out += out[start:start + match_length]
         else:  # an overlapping match repeats the last `offset` bytes
             pattern = out[start:]
             whole, part = divmod(match_length, offset)
             out += pattern * whole + pattern[:part]
-    if not stream.finished:
+    if used != total:
         raise ZstdError("a sequence stream does not end where its sequences do")
     _append(out, literals[lit_pos:], cap)
 
