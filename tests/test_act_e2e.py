@@ -1,5 +1,11 @@
 """End to end under act: the workflow templates, called from a caller workflow, run their whole chains.
 
+Two paths. The **documented local path** (docs/local.md) is what a user runs: the test writes the page's
+repository (its contract, caller and case command, word for word), copies the template as the page says,
+and runs the page's act command line unchanged, with the `local` input: no GitHub API, no faked runner
+variables. The **GitHub path** below emulates what only GitHub has — the REST run object, the workflow
+ref, TestOps — with the local test servers, to exercise the REST bindings and the TestOps chain:
+
 A throw-away git repository (``acme/agents``) holds a caller workflow (``agent-evals.yml``, the one the
 contract's trust policy names), a copy of ``workflows-templates/campaign.yml``, a contract and a tiny
 case command. ``act workflow_dispatch`` runs it on this machine (``-P ubuntu-latest=-self-hosted``, no
@@ -583,3 +589,79 @@ def test_a_refused_guard_leaves_its_failure_artifact(act_binary: Path, tmp_path:
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+# --- the documented local path (docs/local.md), and nothing else ---------------------------------------------------
+
+LOCAL_DOC = ROOT / "docs" / "local.md"
+
+
+def clone_of_this_checkout(into: Path) -> Path:
+    """What `git clone` of the release tag gives: every file of this checkout that git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    return into
+
+
+def documented_blocks() -> tuple[dict[str, str], list[str]]:
+    """docs/local.md's files (code blocks whose first line is `# <path>`) and its bash blocks, in order."""
+    text = LOCAL_DOC.read_text(encoding="utf-8")
+    files, commands = {}, []
+    for language, body in re.findall(r"```(\w+)\n(.*?)```", text, flags=re.DOTALL):
+        first = body.split("\n", 1)[0]
+        if language in ("yaml", "python") and re.fullmatch(r"# [\w./-]+", first):
+            files[first[2:]] = body.split("\n", 1)[1]
+        elif language == "bash":
+            commands.append(body)
+    return files, commands
+
+
+def test_the_documented_local_path_runs_the_campaign_in_a_fresh_repository(act_binary: Path, tmp_path: Path) -> None:
+    """Acceptance (issue 15): a repository written from docs/local.md alone, the template run with the page's exact
+    act command, produces the publication artifact whose HTML report's statistics equal the receipt."""
+    files, commands = documented_blocks()
+    assert set(files) == {".github/testops-evidence.yml", ".github/workflows/agent-evals.yml", "evals/run_case.py"}
+    clone, copy_and_commit, act_command = commands  # the page's three shell blocks, in order
+    assert clone.startswith("git clone --depth 1 --branch v") and "act workflow_dispatch" in act_command
+
+    # `git clone --branch v<version>` of the action: this checkout's files, where the page clones them to.
+    home = tmp_path / "home"
+    clone_of_this_checkout(home / "testops-evidence")
+    repo = tmp_path / "repo"
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text, encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
+    env.update(HOME=str(home), PATH=f"{act_binary.parent}{os.pathsep}{env.get('PATH', '')}",
+               # act's own cache (its tool cache, where the composite keeps its venv and the pinned Allure
+               # Report); the page's command is unchanged, this only keeps the downloads between test runs.
+               XDG_CACHE_HOME=str(ACT_CACHE / "xdg"),
+               GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
+               GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", copy_and_commit], cwd=repo, env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", act_command], cwd=repo, env=env, capture_output=True,
+                          text=True, check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-8000:]
+
+    artifacts = repo / ".act-artifacts"
+    publication = artifacts / "testops-evidence-report-first-campaign-1-1"
+    assert sorted(p.name for p in publication.iterdir()) == ["allure-report", "allure-results",
+                                                             "allure-results-receipt.json", "history.jsonl"]
+    receipt = json.loads((publication / "allure-results-receipt.json").read_text())
+    assert receipt["counts"] == {"total": 2, "passed": 1, "failed": 1, "broken": 0}
+    assert receipt["context"]["local"] is True  # marked local, from git
+    assert receipt["context"]["head-sha"] == git(repo, "rev-parse", "HEAD")
+    stats = json.loads((publication / "allure-report" / "summary.json").read_text())["stats"]
+    assert {key: stats.get(key, 0) for key in receipt["counts"]} == receipt["counts"]
+    for result in (publication / "allure-results").glob("*-result.json"):
+        labels = {label["name"]: label["value"] for label in json.loads(result.read_text())["labels"]}
+        assert labels["host"] == "local"
+    assert not list(artifacts.glob("testops-evidence-failure-*"))
+    assert "Local rehearsal context" in log  # guard's summary, as act prints it

@@ -264,9 +264,9 @@ def test_a_missing_workflow_ref_as_under_act_points_at_the_local_path_not_at_a_w
     env = g.setup()
     del env["GITHUB_WORKFLOW_REF"]  # act sets every other GITHUB_* variable, but not this one
     failure = assert_refused(g.guard(env), "guard.run_mismatch", 3, "GITHUB_WORKFLOW_REF")
-    assert "act" in failure["hint"] and "rehearse" in failure["hint"]
+    assert "local: true" in failure["hint"] and "docs/local.md" in failure["hint"]
     result = g.guard(env, **{"state-dir": str(g.tmp_path / "again")})
-    assert "rehearse" in result.summary
+    assert "docs/local.md" in result.summary
     assert "do not work around it" not in result.summary.lower()
 
 
@@ -529,3 +529,30 @@ def test_guard_outside_actions_without_local_is_a_usage_error(tmp_path: Path) ->
     result = run_mode("guard", tmp_path, {"contract": str(contract_path)}, {}, actions=False)
     assert result.exit_code == 2
     assert result.outputs["error-code"] == "guard.outside_actions"
+
+
+# --- local: true inside a workflow run (the templates under act, docs/local.md) ---------------------------------
+
+
+def act_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """What act sets in a step: GITHUB_ACTIONS and ACT, but no GITHUB_WORKFLOW_REF and no run object anywhere."""
+    return {"GITHUB_ACTIONS": "true", "ACT": "true", "GITHUB_WORKSPACE": str(tmp_path / "checkout"),
+            "GITHUB_REPOSITORY": REPO, "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1", **extra}
+
+
+def test_local_under_act_derives_the_context_from_git_and_admits_no_run(tmp_path: Path) -> None:
+    head = git_checkout(tmp_path / "checkout")
+    contract_path = tmp_path / "contract.json"
+    contract_path.write_text(json.dumps(contract_document()))
+    result = run_mode("guard", tmp_path, {"contract": str(contract_path), "local": "true"}, act_env(tmp_path))
+    assert result.exit_code == 0, result.summary + result.log
+    assert result.outputs["target-sha"] == head and result.outputs["run-url"] == ""
+    receipt = json.loads((result.state_dir / "guard.json").read_text())
+    assert receipt["context"]["local"] is True and receipt["context"]["source"] == "local"
+
+
+def test_local_on_githubs_own_runners_is_refused_because_it_would_skip_the_trust_policy(g: Guard) -> None:
+    env = g.setup()  # a real run: GITHUB_ACTIONS=true, no ACT
+    failure = assert_refused(g.guard(env, local="true"), "input.local", 2, "local")
+    assert "act" in failure["message"] and "docs/local.md" in failure["hint"]
+    assert g.gh.requests_to("run") == []  # refused before anything was read

@@ -340,3 +340,35 @@ def test_the_testops_backend_without_a_testops_section_is_not_configured(tmp_pat
                                                                          env: dict[str, str]) -> None:
     run = select(tmp_path, env, files_contract(tmp_path), backend="testops", **{"job-run-id": "5"})
     assert (run.exit_code, run.outputs["error-code"]) == (2, "testops.not_configured")
+
+
+def test_local_under_act_selects_for_the_files_backend_and_a_worker_without_local_refuses(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    import subprocess
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=checkout, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], cwd=checkout, check=True)
+    document = example_document()
+    assert document.get("testops")  # the example contract names a TestOps server
+    contract = write_contract(tmp_path, document)
+    act = {"GITHUB_ACTIONS": "true", "ACT": "true", "GITHUB_WORKSPACE": str(checkout),
+           "GITHUB_REPOSITORY": "acme/agents", "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"}
+    run = run_mode("select", tmp_path, {"contract": str(contract), "local": "true",
+                                        "selection-path": str(tmp_path / "selection.json")}, act)
+    assert run.exit_code == 0, run.summary + run.log
+    selection = json.loads((tmp_path / "selection.json").read_text())
+    # A contract that names TestOps still selects for the files backend: local evidence never goes there.
+    assert selection["backend"] == "files" and selection["context"]["local"] is True
+    digest = run.outputs["selection-sha256"]
+    local_worker = run_mode("verify-selection", tmp_path, {"contract": str(contract), "local": "true",
+                                                          "selection-path": str(tmp_path / "selection.json"),
+                                                          "selection-sha256": digest}, act)
+    assert local_worker.exit_code == 0, local_worker.summary
+    # A worker that is not local cannot take a local selection for a run's (and the reverse is refused too).
+    mixed = run_mode("verify-selection", tmp_path, {"contract": str(contract),
+                                                   "selection-path": str(tmp_path / "selection.json"),
+                                                   "selection-sha256": digest}, env)
+    assert (mixed.exit_code, mixed.outputs["error-code"]) == (3, "selection.context")

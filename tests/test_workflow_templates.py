@@ -354,3 +354,22 @@ def test_the_publication_artifact_is_kept_after_verify_and_named_by_the_run() ->
     assert publication["with"]["name"] == "${{ inputs.artifact-prefix }}-report-${{ steps.upload.outputs.publication-name }}"
     outputs = load("campaign.yml")["jobs"]["publish"]["outputs"]
     assert outputs["launch-url"] == "${{ steps.publication.outputs.artifact-url || steps.upload.outputs.launch-url }}"
+
+
+def test_local_reaches_every_phase_that_binds_a_run_context_and_keeps_the_testops_token_back() -> None:
+    campaign = load("campaign.yml")
+    assert campaign["on"]["workflow_call"]["inputs"]["local"] == {
+        "description": campaign["on"]["workflow_call"]["inputs"]["local"]["description"], "type": "boolean",
+        "default": False}
+    binding = {spec for spec in interface.INPUTS_BY_NAME["local"].modes}
+    seen = set()
+    for job_id, job in campaign["jobs"].items():
+        for step in our_steps(job):
+            mode = step["with"]["mode"]
+            if mode in binding:
+                assert step["with"].get("local") == "${{ inputs.local }}", (job_id, mode)
+                seen.add(mode)
+            token = step["with"].get("testops-token")
+            if token is not None:  # a local run never hands TestOps a token
+                assert token == "${{ !inputs.local && secrets.testops-token || '' }}", (job_id, mode)
+    assert seen == binding

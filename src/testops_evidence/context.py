@@ -89,8 +89,8 @@ class RunContext:
 # Shown when a variable GitHub's runner always sets is missing: the usual reason is a local runner (act sets
 # no GITHUB_WORKFLOW_REF), for which the documented path is the local mode, not a faked variable.
 MISSING_RUNNER_VARIABLE = ("GitHub's runner sets {name} in every job: in a GitHub Actions job, look for a step or "
-                           "`env:` that unsets it. Local runners such as act do not set it; to try the campaign on "
-                           "this machine, run `testops-evidence rehearse` (docs/install.md) instead.")
+                           "`env:` that unsets it. Local runners such as act do not set it: run the templates there "
+                           "with the input `local: true` (docs/local.md), which derives the run context from git.")
 
 
 def _require(env: Mapping[str, str], name: str) -> str:
@@ -269,11 +269,36 @@ def rehearsal_context(env: Mapping[str, str], repository: str, workflows: Iterab
     return local_context(workspace, repository, workflow)
 
 
-def job_context(env: Mapping[str, str], repository: str, workflows: Iterable[str]) -> RunContext:
-    """The context a job states without any network call: the runner's variables inside Actions, else the
-    rehearsal context. For phases whose documents were already bound to the REST-checked run upstream
-    (export, upload, verify re-check a digest-bound selection or receipt against it)."""
-    if env.get("GITHUB_ACTIONS") == "true":
+# act, the local runner for GitHub workflows, sets ACT=true in every step (nektosact.com, "Skipping steps");
+# GitHub's runners never do, and a person who dispatches a workflow cannot set a variable.
+LOCAL_RUNNER_VARIABLE = "ACT"
+LOCAL_ON_GITHUB = ("`local: true` is for a local runner such as act (docs/local.md); on GitHub's runners the run "
+                   "is admitted against the contract's trust policy, which a local run context would skip. Remove "
+                   "`local` from this workflow run (or dispatch it with local: false).")
+
+
+def is_local(env: Mapping[str, str], local_input: bool = False) -> bool:
+    """Whether this job's run context comes from git (a rehearsal, or the templates under act with the `local`
+    input) rather than from GitHub's run. Always outside GitHub Actions; inside only with ``local``, and then
+    only on a local runner: there is no run object to check, so on GitHub's runners it is refused
+    (``input.local``), or it would skip the trust policy."""
+    if env.get("GITHUB_ACTIONS") != "true":
+        return True
+    if not local_input:
+        return False
+    if env.get(LOCAL_RUNNER_VARIABLE) != "true":
+        raise Refusal("input.local", "local: true runs only on a local runner (act sets ACT=true); this is a "
+                      "GitHub Actions run", field="local", expected="false on GitHub's runners",
+                      actual="true", hint=LOCAL_ON_GITHUB)
+    return True
+
+
+def job_context(env: Mapping[str, str], repository: str, workflows: Iterable[str], *,
+                local: bool = False) -> RunContext:
+    """The context a job states without any network call: the runner's variables inside Actions, else (or with
+    ``local``, :func:`is_local`) the rehearsal context. For phases whose documents were already bound to the
+    REST-checked run upstream (export, upload, verify re-check a digest-bound selection or receipt against it)."""
+    if not is_local(env, local):
         return env_context(env)
     return rehearsal_context(env, repository, workflows)
 

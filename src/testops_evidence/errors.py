@@ -156,8 +156,8 @@ REGISTRY: dict[str, CodeSpec] = dict(
               cause="A colleague not yet on the allow-list started or re-ran the workflow."),
         _spec("guard.run_mismatch", _I, "the event, environment and REST run object disagree",
               "Compare the field the refusal names in the event file, the GITHUB_* variable and the REST run, and "
-              "remove the step or `env:` that changed it; on a local runner, rehearse instead "
-              "(`testops-evidence rehearse`).",
+              "remove the step or `env:` that changed it; on a local runner (act), run with `local: true` "
+              "(docs/local.md).",
               cause="A runner variable is missing or was overridden by a step (or by a local runner such as act, "
                     "which does not set GITHUB_WORKFLOW_REF), or the run object answered for another run."),
         _spec("guard.local_context", _I, "a local (rehearsal) context cannot publish to TestOps",

@@ -26,6 +26,7 @@ from testops_evidence.context import (
     RunContext,
     env_context,
     first_failure,
+    is_local,
     read_event,
     rehearsal_context,
 )
@@ -673,11 +674,12 @@ def live_context(env: Mapping[str, str], *, token: str | None, trust_repository:
                  trust_workflows: Sequence[str], local: bool = False,
                  policy: RequestPolicy = DEFAULT_POLICY) -> RunContext:
     """The context a token phase binds to: REST-checked inside Actions, a local rehearsal context outside
-    (``GITHUB_ACTIONS`` is not ``true``) or when ``local`` (guard's input) asks for one.
+    (``GITHUB_ACTIONS`` is not ``true``) or when the ``local`` input asks for one on a local runner
+    (:func:`context.is_local`).
 
     Token phases should follow this with ``context.admit_backend(context, backend)``.
     """
-    if local or env.get("GITHUB_ACTIONS") != "true":
+    if is_local(env, local):
         return rehearsal_context(env, trust_repository, trust_workflows)
     token = require_token(token)
     event = read_event(env)

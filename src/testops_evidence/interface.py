@@ -89,8 +89,11 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("fail-on-failed-cases", "Exit 1 when evidence is complete but not every case passed.",
               "true", kind="bool"),
     # --- guard
-    InputSpec("local", "guard: derive a rehearsal context from git instead of the Actions run; such "
-              "evidence can never be published to TestOps.", "false", ("guard",), kind="bool"),
+    InputSpec("local", "Run from git instead of a GitHub run: guard derives the run context from git (as "
+              "`rehearse` does) and every later phase binds to it; the evidence is marked local, the backend is "
+              "`files`, and it can never be published to TestOps. Outside GitHub Actions always; inside only on a "
+              "local runner such as act (docs/local.md), refused on GitHub's runners.", "false",
+              ("guard", "select", "verify-selection", "export", "upload", "verify"), kind="bool"),
     # --- bootstrap / launch / reconcile
     InputSpec("dry-run", "bootstrap: print the difference between the contract and TestOps, change nothing.",
               "false", ("bootstrap",), kind="bool"),

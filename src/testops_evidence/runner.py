@@ -93,12 +93,14 @@ class PhaseContext:
         return self._contract
 
     def backend(self) -> str:
-        """The backend's name: the ``backend`` input, else ``testops`` when the contract names a TestOps."""
+        """The backend's name: the ``backend`` input, else ``testops`` when the contract names a TestOps (but
+        ``files`` for a ``local`` run, whose evidence may never reach TestOps)."""
         from testops_evidence.backends import choose
 
         explicit = self.settings.string("backend")
         # The contract is read only when it decides (an explicit backend needs no contract to be named).
-        return choose(explicit, contract_names_testops=explicit is None and self.contract().testops is not None)
+        return choose(explicit, contract_names_testops=explicit is None and not self.settings.boolean("local")
+                      and self.contract().testops is not None)
 
     def testops_token(self) -> str:
         token = self.settings.string("testops-token")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testops_evidence.context import RunContext, check_same_run, env_context, rehearsal_context
+from testops_evidence.context import RunContext, check_same_run, job_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.gate import (
@@ -193,14 +193,12 @@ def load_selection(path: str | os.PathLike[str], expected_sha256: str | None,
     return Selection(document=document, digest=actual, path=os.fspath(path))
 
 
-def worker_context(env: Mapping[str, str], contract: Contract) -> RunContext:
+def worker_context(env: Mapping[str, str], contract: Contract, *, local: bool = False) -> RunContext:
     """The live context of a job that reads a selection without a token (``verify-selection``, ``export``):
-    the runner's ``GITHUB_*`` variables inside Actions (no network), else the local rehearsal context, made
-    exactly as ``select`` makes it (:func:`context.rehearsal_context`), so a rehearsal binds on the same
-    commit."""
-    if env.get("GITHUB_ACTIONS") == "true":
-        return env_context(env)
-    return rehearsal_context(env, contract.trust.repository, contract.trust.workflows)
+    the runner's ``GITHUB_*`` variables inside Actions (no network), else (or with ``local`` on a local runner,
+    :func:`context.is_local`) the local rehearsal context, made exactly as ``select`` makes it
+    (:func:`context.rehearsal_context`), so a rehearsal binds on the same commit."""
+    return job_context(env, contract.trust.repository, contract.trust.workflows, local=local)
 
 
 def validate_against(selection: Selection, contract: Contract, live_context: RunContext) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import job_context
+from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure
@@ -39,7 +39,8 @@ from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, pretty
 
 
 def in_actions(ctx: PhaseContext) -> bool:
-    return ctx.env.get("GITHUB_ACTIONS") == "true"
+    """Inside a GitHub Actions run, as opposed to a rehearsal or a local runner with `local`."""
+    return not is_local(ctx.env, ctx.settings.boolean("local"))
 
 
 def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
@@ -61,7 +62,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     selection_path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     selection, digest_given = read_selection(ctx, selection_path)
     validate_against(selection, contract, job_context(ctx.env, contract.trust.repository,
-                                                          contract.trust.workflows))
+                                                          contract.trust.workflows, local=ctx.settings.boolean("local")))
 
     results_dir = ctx.settings.path("results-dir") or Path("allure-results")
     receipt_path = default_receipt_path(results_dir)

@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.backends import backend_class
 from testops_evidence.context import (
     SHA_RE,
     BindingCheck,
     RunContext,
     admit_backend,
     env_context,
+    is_local,
     read_event,
     rehearsal_context,
 )
@@ -48,7 +48,7 @@ _SHOWN = 100  # characters of an untrusted event value quoted back in a refusal
 
 def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
-    if ctx.settings.boolean("local"):
+    if ctx.settings.boolean("local") and is_local(ctx.env, True):  # refused on GitHub's own runners
         return _rehearsal(ctx, contract)
     if ctx.env.get("GITHUB_ACTIONS") != "true":
         raise Refusal("guard.outside_actions", "guard admits GitHub Actions runs; outside Actions only a local "
@@ -187,7 +187,7 @@ def _input_text(inputs: Mapping[str, Any], name: str, code_name: str | None = No
 
 def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
     explicit = ctx.settings.string("backend")
-    backend = ctx.backend()
+    ctx.backend()  # an unknown backend name is refused here too (input.backend)
     context = rehearsal_context(ctx.env, contract.trust.repository, contract.trust.workflows)
     if explicit is not None:
         admit_backend(context, explicit)  # an explicit `backend: testops` with `local: true` is refused
@@ -199,10 +199,10 @@ def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
                 f"{summary.code(context.head_sha[:12])}: evidence made from it can never be published to TestOps.")
     notes = ["> [!NOTE]\n> This is a rehearsal: no GitHub run exists, so the trust policy was not evaluated "
              "and `workflow-id` and `run-url` are empty.\n"]
-    if backend_class(backend).remote:
+    if contract.testops is not None:
         notes.append("> [!IMPORTANT]\n> The contract names a TestOps server, but local evidence only goes to "
-                     "the **files** backend: run the later phases with `backend: files` (token phases refuse "
-                     "`guard.local_context` otherwise).\n")
+                     "the **files** backend: every phase run with `local: true` uses it (an explicit "
+                     "`backend: testops` is refused, `guard.local_context`).\n")
     if context.head_sha == "0" * 40:
         notes.append("> [!WARNING]\n> No git checkout was found in the workspace; the commit is a placeholder.\n")
     body = "\n".join(notes) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)

@@ -113,7 +113,7 @@ def live_context(ctx: PhaseContext) -> RunContext:
 
     contract = ctx.contract()
     context = github_run.live_context(ctx.env, token=ctx.github_token(), trust_repository=contract.trust.repository,
-                                      trust_workflows=contract.trust.workflows,
+                                      trust_workflows=contract.trust.workflows, local=ctx.settings.boolean("local"),
                                       policy=github_run.request_policy(ctx.env, ctx.sleep))
     admit_backend(context, ctx.backend())
     return context

@@ -48,7 +48,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     receipt = load_receipt(receipt_path)
     contract = ctx.contract()
     backend = ctx.backend()
-    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
+                       local=ctx.settings.boolean("local"))
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
                  backend=backend)
 

@@ -64,7 +64,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
 def _bind(ctx: PhaseContext, receipt: Receipt) -> None:
     contract = ctx.contract()
-    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
+                       local=ctx.settings.boolean("local"))
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
                  backend=ctx.backend())
 

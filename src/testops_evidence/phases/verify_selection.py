@@ -34,7 +34,8 @@ DEFAULT_SELECTION_PATH = "testops-evidence-selection.json"
 def run(ctx: PhaseContext) -> PhaseResult:
     raw_path = ctx.settings.string("selection-path")
     gated = None
-    if raw_path is None or _plain_path(raw_path):
+    # A local run (act with `local`) binds to git, not to the runner's variables the gate reads: full check.
+    if (raw_path is None or _plain_path(raw_path)) and not ctx.settings.boolean("local"):
         gated = verify_by_digests(raw_path or DEFAULT_SELECTION_PATH, ctx.settings.string("selection-sha256"),
                                   ctx.settings.string("contract"), ctx.env)
     if gated is not None:
@@ -54,7 +55,7 @@ def _verify_fully(ctx: PhaseContext) -> PhaseResult:
     expected = check_sha256(ctx.settings.string("selection-sha256"))
     path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)
     contract = ctx.contract()
-    live = worker_context(ctx.env, contract)
+    live = worker_context(ctx.env, contract, local=ctx.settings.boolean("local"))
     selection = load_selection(path, expected)
     validate_against(selection, contract, live)
     binding = {"repository": live.repository, "run-id": live.run_id, "run-attempt": live.run_attempt,
