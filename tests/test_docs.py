@@ -158,8 +158,8 @@ def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path,
     case = document["cases"][0]
     document["cases"] = [dict(case, key=k, **{"full-name": k}) for k in "abc"] + [
         dict(case, key="d", lane="cloud", **{"full-name": "d"})]
-    (tmp_path / "c.json").write_text(json.dumps(document))
-    assert cli.main(["check", "--contract", str(tmp_path / "c.json"), "--state-dir", str(tmp_path / "s"),
+    (tmp_path / "contract.json").write_text(json.dumps(document, indent=2))
+    assert cli.main(["check", "--contract", str(tmp_path / "contract.json"), "--state-dir", str(tmp_path / "s"),
                      "--summary-file", str(tmp_path / "summary.md")]) == errors.EXIT_USAGE
     assert shown.group(1) in capsys.readouterr().out
 

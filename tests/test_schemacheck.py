@@ -8,12 +8,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 
 from evidence_support import actions_env, cell, example_contract, small_contract
 from import_builders import Cell, definition_document, host_document, intent_document, result_document
 from testops_evidence.context import env_context
-from testops_evidence.contract import load_schema, schema_errors
+from testops_evidence.contract import load_schema, schema_errors, strict_validator
 from testops_evidence.evidence.selection import build_selection
 from testops_evidence.schemacheck import compile_schema, json_equal
 
@@ -63,7 +62,7 @@ schemas = st.recursive(st.one_of(st.booleans(), st.fixed_dictionaries({"type": t
 def test_random_schemas_agree_with_jsonschema(schema: Any, instance: Any) -> None:
     check = compile_schema(schema) if isinstance(schema, dict) else compile_schema({"allOf": [schema]})
     assert check is not None
-    assert check(instance) == Draft202012Validator(schema).is_valid(instance)
+    assert check(instance) == strict_validator(schema).is_valid(instance)
 
 
 @given(one=json_values, two=json_values)
@@ -111,7 +110,7 @@ def _documents() -> list[tuple[str, Any]]:
 
 DOCUMENTS = _documents()
 CHECKS = {name: compile_schema(load_schema(name)) for name, _ in DOCUMENTS}
-VALIDATORS = {name: Draft202012Validator(load_schema(name)) for name, _ in DOCUMENTS}
+VALIDATORS = {name: strict_validator(load_schema(name)) for name, _ in DOCUMENTS}
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -12,8 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from testops_evidence import strictjson, yamlread
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import canonical_json, has_lone_surrogate, loads_json, read_safe_path, sha256_bytes
+from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
 from testops_evidence.schemacheck import ecma_pattern
 
 CONTRACT_LIMIT = 4 * 1024 * 1024
@@ -39,18 +40,31 @@ def _fast_check(name: str) -> Callable[[Any], bool] | None:
 
 
 @cache
-def _validator(name: str) -> Any:
+def _strict_validator_class() -> Any:
     from jsonschema import Draft202012Validator, ValidationError, validators
 
-    from testops_evidence.schemacheck import ecma_pattern
-
     def pattern(validator: Any, value: str, instance: Any, _schema: Any) -> Any:
-        # The compiled check's meaning of a pattern (ECMA-262: `$` ends the input), so both agree.
+        # ECMA-262's `$` ends the text; Python's also matched before a final line break.
         if validator.is_type(instance, "string") and not ecma_pattern(value).search(instance):
             yield ValidationError(f"{instance!r} does not match {value!r}")
 
-    strict = validators.extend(Draft202012Validator, {"pattern": pattern})
-    return strict(load_schema(name))
+    def integer(_checker: Any, instance: Any) -> bool:
+        # A JSON integer: 12.0 is a number (jsonschema counts it as an integer; it became "12.0" in URLs).
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern},
+                             type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", integer))
+
+
+def strict_validator(schema: Any) -> Any:
+    """jsonschema's Draft 2020-12 validator with the two rules of :mod:`schemacheck`: integers are JSON
+    integers, and a pattern's ``$`` ends the text."""
+    return _strict_validator_class()(schema)
+
+
+@cache
+def _validator(name: str) -> Any:
+    return strict_validator(load_schema(name))
 
 
 def schema_errors(schema_name: str, document: Any) -> Iterator[tuple[str, str, str]]:
@@ -225,68 +239,91 @@ class Contract:
 
 
 def parse_contract_bytes(data: bytes, name: str) -> Any:
+    """The contract document from the file's bytes: the one place a contract is parsed (strict JSON for
+    ``*.json``, the strict YAML reader otherwise). Every problem the parser finds is reported at once
+    (up to :data:`MAX_PROBLEMS`), each with its line, column and JSON pointer."""
     text = _decode(data, name)
-    if name.endswith(".json"):
-        # Strict JSON: a duplicate key (a reader would keep one of them silently), NaN, Infinity and
-        # integers outside 64 bits are refused like syntax errors, with the line and column.
-        try:
-            return loads_json(text)
-        except json.JSONDecodeError as exc:
-            where = f"line {exc.lineno}, column {exc.colno}"
-            raise Refusal("contract.invalid", f"{name} is not valid JSON: {exc.msg} at {where}",
-                          field=getattr(exc, "pointer", "/"), expected="JSON", actual=where) from None
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    yaml = YAML(typ="safe", pure=True)
+    kind = "JSON" if name.endswith(".json") else "YAML"
     try:
-        document = _plain(yaml.load(text), [_PLAIN_NODE_BUDGET])
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "unknown position"
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise Refusal("contract.invalid", f"{name} is not valid YAML: {problem} at {where}", field="/",
-                      expected="YAML", actual=where) from None
-    except RecursionError:
-        raise Refusal("contract.invalid", f"{name} is nested too deeply", field="/") from None
-    except _TooManyNodes:
-        raise Refusal("contract.invalid", f"{name} expands to more than {_PLAIN_NODE_BUDGET} values (YAML aliases?)",
-                      field="/", expected=f"at most {_PLAIN_NODE_BUDGET} values", actual="more") from None
-    if has_lone_surrogate(document):
-        # A "\ud800" escape: text UTF-8 cannot encode would fail every summary and receipt made from it.
-        raise Refusal("contract.invalid", f"{name} holds a lone UTF-16 surrogate escape, which is not a character",
-                      field="/", expected="Unicode text", actual="a \\uD800-\\uDFFF escape")
-    return document
+        return strictjson.loads(text) if kind == "JSON" else yamlread.load(text)
+    except (strictjson.JSONProblem, yamlread.YAMLProblem):
+        found = strictjson.problems(text) if kind == "JSON" else yamlread.problems(text)
+    raise contract_refusal(name, [Problem(p.pointer, p.message, line=p.line, column=p.column) for p in found],
+                           syntax=kind)
 
 
-# YAML aliases share nodes, so a few hundred bytes can stand for billions of values once copied
-# ("billion laughs"). Copying is bounded; a real contract has a few thousand values.
-_PLAIN_NODE_BUDGET = 1_000_000
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a contract: where (JSON pointer, and line and column when the text is known)."""
+
+    pointer: str
+    message: str
+    expected: Any = None
+    actual: Any = None
+    line: int | None = None
+    column: int | None = None
+
+    def where(self) -> str:
+        return f"line {self.line}, column {self.column}" if self.line is not None else ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pointer": self.pointer, "message": self.message}
+        if self.line is not None:
+            out["line"], out["column"] = self.line, self.column
+        if self.expected is not None:
+            out["expected"] = self.expected
+        if self.actual is not None:
+            out["actual"] = self.actual
+        return out
 
 
-class _TooManyNodes(Exception):
-    pass
+MAX_PROBLEMS = 20
+
+
+def contract_refusal(name: str, problems: list[Problem], *, syntax: str | None = None) -> Refusal:
+    """``contract.invalid`` naming every problem (up to :data:`MAX_PROBLEMS`): the first in the message and
+    the field, all of them in ``problems`` (the step summary lists them; failure.json holds them)."""
+    shown = problems[:MAX_PROBLEMS]
+    first = shown[0]
+    where = f" at {first.where()}" if first.line is not None else ""
+    what = f"not valid {syntax}" if syntax else "invalid"
+    head = f"{name} is {what}" + (f" at {first.pointer}" if syntax is None else "") + f": {first.message}{where}"
+    if len(problems) > 1:
+        more = len(problems) - 1
+        head += f"; and {more} more problem{'s' if more > 1 else ''}" + (
+            f" (the first {MAX_PROBLEMS} are listed)" if len(problems) > MAX_PROBLEMS else "")
+    actual = first.actual if first.actual is not None or first.line is None else first.where()
+    return Refusal("contract.invalid", head, field=first.pointer, expected=first.expected or syntax, actual=actual,
+                   problems=[p.to_json() for p in shown] if len(shown) > 1 else None)
+
+
+def _located(found: list[Problem], text: str | None, name: str) -> list[Problem]:
+    """The problems with the line and column of their pointer in the file's text, where it can be found."""
+    if text is None:
+        return found
+    places = strictjson.positions(text) if name.endswith(".json") else yamlread.positions(text)
+    located = []
+    for problem in found:
+        pointer = problem.pointer if problem.pointer != "/" else ""
+        # A missing property has no place of its own: its object's is the nearest one.
+        while pointer and pointer not in places:
+            pointer = pointer.rsplit("/", 1)[0]
+        line, column = places.get(pointer, (None, None))
+        located.append(Problem(problem.pointer, problem.message, expected=problem.expected, actual=problem.actual,
+                               line=line, column=column))
+    return located
 
 
 def _decode(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Refusal("contract.invalid", f"{name} is not UTF-8", field="/", expected="UTF-8 text") from None
-
-
-def _plain(value: Any, budget: list[int]) -> Any:
-    """YAML scalars such as dates become strings, so the schema sees only JSON types."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise _TooManyNodes
-    if isinstance(value, dict):
-        return {str(k): _plain(v, budget) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v, budget) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
+    except UnicodeDecodeError as exc:
+        head = data[: exc.start].decode("utf-8", "replace")
+        line = head.count("\n") + 1
+        column = len(head) - (head.rfind("\n") + 1) + 1
+        raise Refusal("contract.invalid", f"{name} is not UTF-8 (byte 0x{data[exc.start]:02x} at line {line}, "
+                      f"column {column})", field="/", expected="UTF-8 text",
+                      actual=f"line {line}, column {column}") from None
 
 
 def load_contract(path: str | Path) -> Contract:
@@ -299,12 +336,20 @@ def load_contract(path: str | Path) -> Contract:
     except Refusal as exc:
         raise Refusal("contract.invalid", f"contract file {p} cannot be read safely: {exc.message}",
                       field="contract", expected=exc.expected, actual=exc.actual) from None
-    return contract_from_document(parse_contract_bytes(data, p.name), str(p), file_sha256=sha256_bytes(data))
+    return contract_from_document(parse_contract_bytes(data, p.name), str(p), file_sha256=sha256_bytes(data),
+                                  text=data.decode("utf-8"), name=p.name)
 
 
-def contract_from_document(document: Any, source: str = "<contract>", *, file_sha256: str | None = None) -> Contract:
-    validate_document("contract", document, "contract.invalid", "the contract")
-    _semantic_checks(document)
+def contract_from_document(document: Any, source: str = "<contract>", *, file_sha256: str | None = None,
+                           text: str | None = None, name: str = "the contract") -> Contract:
+    """A validated :class:`Contract`; ``contract.invalid`` listing every schema violation (or, on a valid
+    schema, every broken rule), each with its line and column when ``text`` (the file) is given."""
+    found = [Problem(where, message, expected=expected, actual=_actual_at(document, where))
+             for where, message, expected in schema_errors("contract", document)]
+    if not found:
+        found = _semantic_problems(document)
+    if found:
+        raise contract_refusal(name, _located(found, text, name))
     trust_doc = document["trust"]
     trust = Trust(
         repository=trust_doc["repository"],
@@ -372,7 +417,9 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
     )
 
 
-def _semantic_checks(document: dict[str, Any]) -> None:
+def _semantic_problems(document: dict[str, Any]) -> list[Problem]:
+    """The rules a schema cannot say (run on a schema-valid document), every violation listed."""
+    found: list[Problem] = []
     seen: dict[str, dict[Any, int]] = {"key": {}, "testops-id": {}, "full-name": {}}
     lanes = document["lanes"]
     for index, case in enumerate(document["cases"]):
@@ -381,24 +428,24 @@ def _semantic_checks(document: dict[str, Any]) -> None:
             if value is None:
                 continue
             if value in values:
-                raise Refusal("contract.invalid", f"cases {values[value]} and {index} share the {name} {value!r}",
-                              field=f"/cases/{index}/{name}", expected=f"a {name} unique among cases",
-                              actual=value)
-            values[value] = index
+                found.append(Problem(f"/cases/{index}/{name}", f"cases {values[value]} and {index} share the {name} "
+                                     f"{value!r}", expected=f"a {name} unique among cases", actual=value))
+            else:
+                values[value] = index
         if case["lane"] not in lanes:
-            raise Refusal("contract.invalid", f"case {case['key']!r} uses lane {case['lane']!r}, which /lanes "
-                          "does not declare", field=f"/cases/{index}/lane",
-                          expected="one of " + ", ".join(sorted(lanes)), actual=case["lane"])
+            found.append(Problem(f"/cases/{index}/lane", f"case {case['key']!r} uses lane {case['lane']!r}, which "
+                                 "/lanes does not declare", expected="one of " + ", ".join(sorted(lanes)),
+                                 actual=case["lane"]))
         if "testops" in document and "testops-id" not in case:
-            raise Refusal("contract.invalid", f"case {case['key']!r} has no testops-id, which the testops "
-                          "section requires", field=f"/cases/{index}/testops-id",
-                          expected="a TestOps test case id", actual=None)
+            found.append(Problem(f"/cases/{index}/testops-id", f"case {case['key']!r} has no testops-id, which the "
+                                 "testops section requires", expected="a TestOps test case id"))
     testops = document.get("testops")
     if testops is not None:
         boot = testops.get("bootstrap-case")
         if testops.get("standing-plan") == "bootstrap" and boot is None:
-            raise Refusal("contract.invalid", "standing-plan bootstrap needs a bootstrap-case",
-                          field="/testops/bootstrap-case", expected="a contract case key", actual=None)
+            found.append(Problem("/testops/bootstrap-case", "standing-plan bootstrap needs a bootstrap-case",
+                                 expected="a contract case key"))
         if boot is not None and boot not in seen["key"]:
-            raise Refusal("contract.invalid", f"bootstrap-case {boot!r} is not a contract case",
-                          field="/testops/bootstrap-case", expected="a contract case key", actual=boot)
+            found.append(Problem("/testops/bootstrap-case", f"bootstrap-case {boot!r} is not a contract case",
+                                 expected="a contract case key", actual=boot))
+    return found

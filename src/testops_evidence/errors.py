@@ -554,17 +554,23 @@ class Refusal(Exception):
         actual: Any = None,
         hint: str | None = None,
         http_status: int | None = None,
+        problems: list[dict[str, Any]] | None = None,
     ) -> None:
         spec = lookup(code)  # unregistered codes are a programming error, caught by tests
+        # Echoed values are capped: a 4 MB value in a document would otherwise be copied into the message,
+        # the annotation, the summary and failure.json.
+        message = _capped(message, MESSAGE_CAP)
         super().__init__(message)
         self.code = code
         self.message = message
-        self.field = field
-        self.expected = expected
-        self.actual = actual
+        self.field = _capped(field, VALUE_CAP) if isinstance(field, str) else field
+        self.expected = _capped_value(expected)
+        self.actual = _capped_value(actual)
         self.hint = hint if hint is not None else spec.hint
         self.http_status = http_status
         self.exit_code = spec.exit_code
+        # Every problem found, when there are several (a contract): pointer, line, column, message.
+        self.problems = [{k: _capped_value(v) for k, v in p.items()} for p in problems] if problems else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message, "exit-code": self.exit_code}
@@ -576,6 +582,8 @@ class Refusal(Exception):
             out["hint"] = self.hint
         if self.http_status is not None:
             out["http-status"] = self.http_status
+        if self.problems:
+            out["problems"] = self.problems
         return out
 
     def __str__(self) -> str:
@@ -583,6 +591,29 @@ class Refusal(Exception):
         if self.field is not None:
             text += f" (field {self.field}: expected {_shown(self.expected)}, actual {_shown(self.actual)})"
         return text
+
+
+MESSAGE_CAP = 4000
+VALUE_CAP = 1000
+
+
+def _capped(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}… ({len(text) - cap:,} more characters)"
+
+
+def _capped_value(value: Any) -> Any:
+    """A value a refusal echoes, bounded: long strings are cut, long lists and objects are shown shortened
+    (as JSON text), so no document's size is repeated in the outputs."""
+    if isinstance(value, str):
+        return _capped(value, VALUE_CAP)
+    if isinstance(value, list | dict):
+        import json  # only when a refusal echoes a collection: errors is imported at every start
+
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        return value if len(text) <= VALUE_CAP else _capped(text, VALUE_CAP)
+    return value
 
 
 def _shown(value: Any) -> str:

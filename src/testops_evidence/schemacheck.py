@@ -5,9 +5,12 @@ contract and the selection, and jsonschema's general validator (it builds a vali
 value) spent about 1 ms per cell — half of the export (benchmarks/run.py --only export). So a schema is
 compiled once into nested closures that answer only "valid or not"; when the answer is "not", the
 caller runs jsonschema, which produces the error with its pointer as before. The closures implement
-the Draft 2020-12 semantics of each keyword *exactly* as jsonschema does (integers include 1.0, booleans
-are not numbers, ``enum``/``const``/``uniqueItems`` use jsonschema's equality where ``True != 1``,
-``pattern`` is ``re.search``), so a ``True`` here means jsonschema reports nothing. A schema with any
+the Draft 2020-12 semantics of each keyword *exactly* as our jsonschema validator does
+(:func:`contract.strict_validator`: booleans are not numbers, ``enum``/``const``/``uniqueItems`` use
+jsonschema's equality where ``True != 1``), with two deliberate departures from plain jsonschema that
+the validator shares: an ``integer`` is a JSON integer (``12.0`` is a number, not an id: a
+``project-id: 12.0`` became ``"12.0"`` in URLs), and a ``pattern``'s ``$`` ends the text (ECMA-262; Python's
+also matched before a final line break). So a ``True`` here means the validator reports nothing. A schema with any
 keyword outside the subset is not compiled (:func:`compile_schema` returns ``None``) and is left to
 jsonschema alone. A property test compares the two on random schemas and documents.
 """
@@ -70,11 +73,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_integer(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and value.is_integer()
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _TYPES: dict[str, Check] = {

@@ -86,7 +86,12 @@ def refusal_section(refusal: Any, mode: str, started: list[str] | None = None) -
     """
     body: str = render("refusal", mode=code(mode), code=code(refusal.code), message=text(refusal.message, limit=2000),
                   exit_code=refusal.exit_code, consequence=Markdown(_consequence(refusal.code, mode, started)))
-    if refusal.field is not None:
+    problems = getattr(refusal, "problems", None)
+    if problems:
+        body += f"\n{len(problems)} problems, each where it is:\n\n" + table(("where", "line", "problem", "expected"), [
+            (code(p.get("pointer", "/")), f"{p['line']}:{p['column']}" if "line" in p else "—", p.get("message"),
+             _show(p["expected"]) if p.get("expected") is not None else "—") for p in problems])
+    elif refusal.field is not None:
         rows = [("field", code(refusal.field)), ("expected", _show(refusal.expected)),
                 ("actual", _show(refusal.actual))]
         body += "\n" + table(("", ""), rows)

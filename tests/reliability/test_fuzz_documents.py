@@ -117,7 +117,34 @@ HOSTILE_YAML = (
     b"a: 2001-12-14t21:59:43.10-05:00\nb: .nan\nc: 0o777\nd: !!set {x}\n",
     b"\xef\xbb\xbfversion: 1\n",
     b"key: \"\\ud800\"\n",
+    # Round two (#14): integers past 64 bits and Python's 4,300 digits, NaN and infinities, duplicate keys,
+    # extreme times, names ending in a line break, tabs, and documents big enough to meet the budget.
+    b"version: " + b"9" * 4400 + b"\n",
+    b"version: 0x" + b"f" * 40 + b"\ncampaign: c\n",
+    b"version: .inf\ncampaign: .NaN\n",
+    b"version: 1\nversion: 2\n",
+    b"cases:\n- key: |\n    get-task-context\n  finished-at: 9999-12-31T23:59:59-23:59\n",
+    b"trust:\n\tevents: [push]\n",
+    b"x: [" + b"a," * 310_000 + b"a]\n",
+    b"x: " + b"a" * 70_000 + b"\n",
+    b"a: &a x\n" + b"".join(b"k%d: *a\n" % i for i in range(10_001)),
 )
+
+
+def yaml_dumped(value: object) -> bytes:
+    """A mutated document written as YAML by ruamel.yaml (block style), as a person's editor would keep it."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    buffer = io.StringIO()
+    try:
+        yaml.dump(value, buffer)
+    except Exception:
+        return json_bytes(value)
+    return buffer.getvalue().encode("utf-8", "surrogatepass")
 
 
 @fuzz_settings()
@@ -126,7 +153,8 @@ def test_fuzz_contract_yaml(fuzz: Targets, data: st.DataObject) -> None:
     target = fuzz.target("contract-yaml")
     seed = (corpus.EXAMPLES / "contract.yml").read_bytes()
     raw = data.draw(st.one_of(mutated_bytes(seed, max_mutations=3), st.sampled_from(HOSTILE_YAML),
-                              mutated_json(corpus.example_contract().document).map(json_bytes)))
+                              mutated_json(corpus.example_contract().document).map(json_bytes),
+                              mutated_json(corpus.example_contract().document).map(yaml_dumped)))
     with target.example("check"):
         contract_from_document(parse_contract_bytes(raw, "contract.yml"))
 

@@ -253,3 +253,98 @@ def test_9_schema_patterns_end_at_the_end_of_the_text() -> None:
     document = cell(CONTRACT, "budget-stop", attempt="attempt-1\n", selection_sha256=DIGEST)
     refusal = refusal_of(lambda: cell_from_bytes(json.dumps(document).encode(), "c.json"))
     assert (refusal.code, refusal.field) == ("export.cell_invalid", "/attempt-id")
+
+
+# --- 4. a YAML contract under the size cap that took 90 s and 1.2 GB to refuse --------------------------------
+
+@pytest.mark.parametrize("text", [
+    "x: [" + "a," * 2_000_000 + "a]",  # 4 MB, 2 million flow items
+    "x:\n" + "- a\n" * 900_000,  # 3.6 MB, 900k block items
+])
+def test_4_a_huge_yaml_contract_is_refused_by_the_budget_while_it_is_read(tmp_path: Path, text: str) -> None:
+    from testops_evidence.contract import CONTRACT_LIMIT, load_contract
+
+    path = tmp_path / "contract.yml"
+    path.write_text(text)
+    assert path.stat().st_size <= CONTRACT_LIMIT
+    refusal = refusal_of(lambda: load_contract(path))
+    # The budget stops the reading (benchmarks/yaml_load.py measures the time and memory: no timed test).
+    assert refusal.code == "contract.invalid" and "more than 300,000 values" in refusal.message
+    line = int(refusal.message.rsplit(" at line ", 1)[1].split(",")[0])
+    assert line <= 300_001  # stopped at the 300,001st value, not at the end of the file
+
+
+def test_1_a_huge_integer_in_a_yaml_contract_is_contract_invalid(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    path = tmp_path / "contract.yml"
+    path.write_text(f"version: {HUGE}\ncampaign: c\n")
+    refusal = refusal_of(lambda: load_contract(path))
+    assert (refusal.code, refusal.field) == ("contract.invalid", "/version")
+    assert "outside the 64-bit range" in refusal.message and "line 1, column 10" in refusal.message
+
+
+# --- 13. the rest of the reproductions -----------------------------------------------------------------------------
+
+def test_13_a_json_trailing_comma_is_reported_where_it_is(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    path = tmp_path / "contract.json"
+    path.write_text('{\n  "version": 1,\n  "campaign": "c",\n}\n')
+    refusal = refusal_of(lambda: load_contract(path))
+    assert "a comma before } (JSON allows no trailing comma) at line 3, column 18" in refusal.message
+    assert "Expecting" not in refusal.message  # our words, not Python's
+
+
+def test_13_every_problem_of_a_contract_is_reported_at_once(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    document = json.loads(json.dumps(CONTRACT.document))
+    document["campaign"] = "Not A Valid Id"
+    document["cases"][0]["lane"] = "cloud"
+    document["cases"][1]["timeout-minutes"] = "ten"
+    path = tmp_path / "contract.yml"
+    from ruamel.yaml import YAML
+
+    with path.open("w") as handle:
+        YAML().dump(document, handle)
+    refusal = refusal_of(lambda: load_contract(path))
+    assert refusal.problems is not None and len(refusal.problems) == 3
+    assert [p["pointer"] for p in refusal.problems] == ["/campaign", "/cases/0/lane", "/cases/1/timeout-minutes"]
+    assert all(p["line"] > 0 and p["column"] > 0 for p in refusal.problems)
+    assert "and 2 more problems" in refusal.message
+
+
+def test_13_a_huge_scalar_is_not_echoed_whole(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    path = tmp_path / "contract.json"
+    document = json.loads(json.dumps(CONTRACT.document))
+    document["campaign"] = "x" * 3_900_000  # under the 4 MiB cap
+    path.write_text(json.dumps(document))
+    refusal = refusal_of(lambda: load_contract(path))
+    assert len(str(refusal)) < 10_000 and len(json.dumps(refusal.to_json())) < 10_000
+
+
+def test_13_an_id_written_as_a_float_is_refused(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    document = small_contract(testops=True).document
+    path = tmp_path / "contract.yml"
+    from ruamel.yaml import YAML
+
+    with path.open("w") as handle:
+        YAML().dump(json.loads(json.dumps(document)), handle)
+    path.write_text(path.read_text().replace("project-id: 12\n", "project-id: 12.0\n", 1))
+    assert "project-id: 12.0" in path.read_text()
+    refusal = refusal_of(lambda: load_contract(path))
+    assert (refusal.code, refusal.field) == ("contract.invalid", "/testops/project-id")
+
+
+def test_13_a_multi_line_mode_is_shown_as_one_code_span_in_the_heading(tmp_path: Path) -> None:
+    from evidence_support import actions_env
+    from helpers import run_mode
+
+    run = run_mode("export\n## injected heading", tmp_path, {}, actions_env())
+    assert run.outputs["error-code"] == "mode.unknown"
+    assert "\n## injected heading" not in run.summary and "`export␤## injected heading`" in run.summary

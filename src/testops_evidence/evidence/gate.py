@@ -1,7 +1,7 @@
 """The worker's fast gate: accept a selection by digests alone, before any case runs.
 
 ``verify-selection`` runs at the start of every matrix job, so its start-up is paid once per case. The
-full verification (:mod:`evidence.selection`) parses the YAML contract with ruamel.yaml, validates the
+full verification (:mod:`evidence.selection`) parses the YAML contract (:mod:`yamlread`), validates the
 selection against its schema and compares every row with the contract — about 100 ms of imports and work
 for what digests already prove:
 

@@ -22,7 +22,7 @@ from testops_evidence.evidence.gate import verify_by_digests
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 # The success path of this phase starts every matrix job: it imports only the fast gate (see
-# evidence/gate.py); the full verification and its imports (ruamel.yaml, jsonschema, ...) load only when
+# evidence/gate.py); the full verification and its imports (the contract reader, jsonschema, ...) load only when
 # the gate cannot decide (tests/test_startup_imports.py, benchmarks/run.py --only startup).
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The YAML contract: read fast when honest, refused within budget when hostile (issues #14 and #17).
+
+    .venv/bin/python benchmarks/yaml_load.py [--quick] [--smoke]
+
+Also run by ``benchmarks/run.py --only yaml``. Figures, each whole processes except the one marked:
+
+* ``select`` on a 10,000-case YAML contract (files backend, against the GitHub REST test server), the
+  installed command from interpreter start to exit — target ≤ 3 s — beside the same contract as JSON;
+* the contract reader (``yamlread.load``) against ``json.loads`` of the same 10,000-case document,
+  in-process (the cost of YAML itself, with nothing else around it);
+* ``check`` refusing hostile contracts under the 4 MiB cap: a flow list of 2 million items (4 MB) and a
+  block list of 900,000 items (3.6 MB) — the issue's two reproductions — each target < 2 s and
+  < 200 MB peak memory (the child's ``ru_maxrss``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for extra in (ROOT / "benchmarks", ROOT / "tests", ROOT / "src"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from _common import Figure, interleaved, print_figures  # noqa: E402
+
+COMMAND = [sys.executable, "-I", str(ROOT / "bin" / "testops-evidence")]
+
+
+def yaml_text(document: Any) -> str:
+    """The document as YAML the way people write contracts (block style, two-space indents)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    return buffer.getvalue()
+
+
+def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, int, int]:
+    """Wall seconds, exit code and peak resident memory (bytes) of one whole process."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, child.returncode, usage.ru_maxrss * 1024
+
+
+def bench_yaml(cfg: Any) -> list[Figure]:
+    from test_selection_support import big_document, github_with_run, select_job_env
+    from testops_evidence import yamlread
+
+    smoke = getattr(cfg, "smoke", False)
+    repeat = 1 if smoke else (3 if getattr(cfg, "quick", False) else 5)
+    cases = 100 if smoke else 10_000
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"testops-evidence-bench-yaml-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    figures: list[Figure] = []
+    document = big_document(cases, testops=False)
+    text = yaml_text(document)
+    as_json = json.dumps(document, indent=2)
+    (work / "contract.yml").write_text(text, encoding="utf-8")
+    (work / "contract.json").write_text(as_json, encoding="utf-8")
+
+    # 1. select, whole process, YAML versus JSON.
+    with github_with_run() as github:
+        env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")},
+               **select_job_env(github, work)}
+        counter = iter(range(1_000_000))
+
+        def select(name: str) -> Any:
+            def call() -> None:
+                run = work / f"run-{next(counter)}"
+                run.mkdir()
+                _seconds, code, _rss = run_child([*COMMAND, "select", "--contract", str(work / name),
+                                                 "--selection-path", str(run / "selection.json"),
+                                                 "--state-dir", str(run / "state")],
+                                                {**env, "GITHUB_OUTPUT": str(run / "out"),
+                                                 "GITHUB_STEP_SUMMARY": str(run / "summary.md")})
+                if code != 0:
+                    raise SystemExit(f"select on {name} failed with exit {code}: {(run / 'summary.md').read_text()}")
+            return call
+
+        t_yaml, t_json = interleaved(select("contract.yml"), select("contract.json"), repeat=repeat)
+    figures.append(Figure(f"select on a {cases:,}-case YAML contract, whole process (s)", t_yaml, "<= 3",
+                          smoke or t_yaml <= 3.0, f"YAML {t_yaml:.2f} s / JSON {t_json:.2f} s "
+                          f"({len(text):,} / {len(as_json):,} bytes)"))
+
+    # 2. the reader against json.loads, in-process.
+    t_read, t_loads = interleaved(lambda: yamlread.load(text), lambda: json.loads(as_json), repeat=repeat)
+    assert yamlread.load(text) == json.loads(as_json)
+    figures.append(Figure(f"yamlread.load / json.loads, same {cases:,}-case document (in-process)",
+                          t_read / t_loads, "report", True,
+                          f"{t_read * 1000:.0f} ms / {t_loads * 1000:.1f} ms; "
+                          f"{len(text) / t_read / 1e6:.1f} MB/s"))
+
+    # 3. hostile contracts under the cap, refused by the budget.
+    hostile = {
+        "flow list, 2 million items": "x: [" + "a," * (2_000_000 if not smoke else 2_000) + "a]\n",
+        "block list, 900,000 items": "x:\n" + "- a\n" * (900_000 if not smoke else 900),
+    }
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    for label, body in hostile.items():
+        path = work / f"hostile-{len(body)}.yml"
+        path.write_text(body, encoding="utf-8")
+        runs = [run_child([*COMMAND, "check", "--contract", str(path), "--state-dir", str(work / f"s-{n}-{label[:4]}"),
+                           "--summary-file", str(work / "summary.md")], base) for n in range(repeat)]
+        seconds = min(r[0] for r in runs)
+        peak = max(r[2] for r in runs)
+        codes = {r[1] for r in runs}
+        ok = codes == {2} and seconds < 2.0 and peak < 200 * 1024 * 1024
+        figures.append(Figure(f"check refuses a {len(body) / 1e6:.1f} MB YAML contract ({label}), whole process (s)",
+                              seconds, "< 2 s, < 200 MB", smoke or ok,
+                              f"peak {peak / 1024 / 1024:.0f} MiB, exit {sorted(codes)}"))
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+
+    class Cfg:
+        smoke = "--smoke" in args
+        quick = "--quick" in args
+
+    figures = bench_yaml(Cfg())
+    print_figures(figures)
+    return 1 if any(not f.ok for f in figures) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
