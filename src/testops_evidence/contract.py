@@ -244,10 +244,17 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
     (up to :data:`MAX_PROBLEMS`), each with its line, column and JSON pointer."""
     text = _decode(data, name)
     kind = "JSON" if name.endswith(".json") else "YAML"
-    try:
-        return strictjson.loads(text) if kind == "JSON" else yamlread.load(text)
-    except (strictjson.JSONProblem, yamlread.YAMLProblem):
-        found = strictjson.problems(text) if kind == "JSON" else yamlread.problems(text)
+    found: list[Any]
+    if kind == "JSON":
+        try:
+            return strictjson.loads(text)
+        except strictjson.JSONProblem:
+            found = strictjson.problems(text)
+    else:
+        # One reading gives the value or every problem: a hostile file is not read twice.
+        value, found = yamlread.read(text, limit=MAX_PROBLEMS)
+        if not found:
+            return value
     raise contract_refusal(name, [Problem(p.pointer, p.message, line=p.line, column=p.column) for p in found],
                            syntax=kind)
 

@@ -71,7 +71,6 @@ _FLOW_SIMPLE_ITEM = re.compile(r"[ \t]*([^\s,\[\]{}#&*!|>'\"%@`?:\-][^\s,\[\]{}:
 _FLOW_PLAIN_END = re.compile(r"[,\[\]{}]|:(?=[ \t,\[\]{}]|$)|(?<=[ \t])#")
 
 
-_UNSEEN = object()
 # A value that starts with one of these (or with "- ", "? ", ": ") is not a simple one-line plain scalar.
 _NOT_SIMPLE = frozenset("&*!|>'\"[{#%@`,]}")
 
@@ -108,13 +107,19 @@ class _Anchor:
 
 def load(text: str) -> Any:
     """The document's value; :class:`YAMLProblem` for the first problem."""
-    reader = _Reader(text, limit=1)
+    value, found = read(text, limit=1)
+    if found:
+        raise found[0]
+    return value
+
+
+def read(text: str, *, limit: int = MAX_PROBLEMS) -> tuple[Any, list[YAMLProblem]]:
+    """``(value, problems)`` in one reading: the value is meaningful only when there is no problem."""
+    reader = _Reader(text, limit=limit)
     value = None
     with contextlib.suppress(_Stop):
         value = reader.document()
-    if reader.found:
-        raise reader.found[0]
-    return value
+    return value, reader.found
 
 
 def problems(text: str, *, limit: int = MAX_PROBLEMS) -> list[YAMLProblem]:
@@ -152,12 +157,14 @@ class _Reader:
         self.anchors: dict[str, _Anchor] = {}
         self.text = text
         # significant() per line, computed once: the block reader asks about each line several times.
-        self.cache: list[Any] = [_UNSEEN] * self.count
+        # Each line's indentation, -1 when it holds nothing (blank, a comment), -2 until asked: the block
+        # reader asks about each line several times. Ints only: a 900,000-line file costs 7 MB here.
+        self.cache: list[int] = [-2] * self.count
         self.last: Any = None
 
     def set_line(self, row: int, text: str) -> None:
         self.lines[row] = text
-        self.cache[row] = _UNSEEN
+        self.cache[row] = -2
 
     # --- problems -------------------------------------------------------------------------------------
 
@@ -184,32 +191,37 @@ class _Reader:
 
     def significant(self, row: int) -> tuple[int, str] | None:
         """``(indent, content)`` of a line that holds something (not blank, not only a comment)."""
-        cached = self.cache[row]
-        if cached is not _UNSEEN:
-            return cached  # type: ignore[no-any-return]
-        found = self._significant(row)
-        self.cache[row] = found
-        return found
+        indent = self.cache[row]
+        if indent == -2:
+            indent = self.cache[row] = self._indent(row)
+        return None if indent < 0 else (indent, self.lines[row][indent:])
 
-    def _significant(self, row: int) -> tuple[int, str] | None:
+    def indent_of(self, row: int) -> int:
+        """The line's indentation, or -1 when it holds nothing."""
+        indent = self.cache[row]
+        if indent == -2:
+            indent = self.cache[row] = self._indent(row)
+        return indent
+
+    def _indent(self, row: int) -> int:
         line = self.lines[row]
         content = line.lstrip(" ")
         if not content or content[0] == "#":
-            return None
+            return -1
         if content[0] == "\t":
             stripped = content.lstrip(" \t")
             if not stripped or stripped[0] == "#":
-                return None
+                return -1
             self.fail("a tab in the indentation (YAML indents with spaces only)", row, len(line) - len(content))
-        return len(line) - len(content), content
+        return len(line) - len(content)
 
     def next_significant(self, row: int) -> int:
         cache, count = self.cache, self.count
         while row < count:
-            sig = cache[row]
-            if sig is _UNSEEN:
-                sig = self.significant(row)
-            if sig is not None:
+            indent = cache[row]
+            if indent == -2:
+                indent = cache[row] = self._indent(row)
+            if indent >= 0:
                 return row
             row += 1
         return row
@@ -336,12 +348,10 @@ class _Reader:
             self.fail(f"nested deeper than {MAX_DEPTH} levels", row, indent)
         self.count_values(1, row, indent)
         self.mark(row, indent)
-        cache, count, path = self.cache, self.count, self.path
+        count, path, lines = self.count, self.path, self.lines
         while True:
-            sig = cache[row]
-            if sig is _UNSEEN:
-                sig = self.significant(row)
-            line_indent, content = sig
+            line_indent = self.indent_of(row)
+            content = lines[row][line_indent:]
             entry = self.mapping_key(row, line_indent, content)
             if entry is None:
                 self.fail("expected a `key: value` entry of the mapping here (check the indentation)", row,
@@ -367,19 +377,17 @@ class _Reader:
             path.pop()
             if row >= count:
                 break
-            sig = cache[row]
-            if sig is _UNSEEN:
-                sig = self.significant(row)
-            if sig[0] != indent:
-                if sig[0] < indent:
+            next_indent = self.indent_of(row)
+            if next_indent != indent:
+                if next_indent < indent:
                     break
                 self.fail("more indented than the mapping's keys (a missing `key:`, or a stray indent?)", row,
-                          sig[0])
-            if indent == 0 and (_is_marker(self.lines[row], "---") or _is_marker(self.lines[row], "...")):
+                          next_indent)
+            line = lines[row]
+            if indent == 0 and (_is_marker(line, "---") or _is_marker(line, "...")):
                 break
-            first_char = sig[1][0]
-            if first_char == "-" and (len(sig[1]) == 1 or sig[1][1] in " \t"):
-                self.fail("a sequence item where a `key: value` entry of the mapping is expected", row, sig[0])
+            if line[indent] == "-" and (len(line) == indent + 1 or line[indent + 1] in " \t"):
+                self.fail("a sequence item where a `key: value` entry of the mapping is expected", row, indent)
         self.row = row
         return result
 
@@ -396,12 +404,8 @@ class _Reader:
         if text is None:
             return -1
         below = self.next_significant(row + 1)
-        if below < self.count:
-            sig = self.cache[below]
-            if sig is _UNSEEN:
-                sig = self.significant(below)
-            if sig[0] > indent:
-                return -1  # a continuation line (or an error the general path reports)
+        if below < self.count and self.indent_of(below) > indent:
+            return -1  # a continuation line (or an error the general path reports)
         if len(text) > MAX_SCALAR:
             self.fail(f"a value longer than {MAX_SCALAR:,} characters", row, col)
         self.values += 1
