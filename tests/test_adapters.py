@@ -64,7 +64,8 @@ def test_spend_reported(record_property):
     assert 2 + 2 == 5, "spend was not reported"
 
 
-# company-credential-approval: explicit check markers; a skipped duplicate and an unmapped helper test.
+# company-credential-approval: explicit check markers; a skipped second test of a check (which keeps that
+# check from passing: a test that did not run is missing evidence) and an unmapped helper test.
 def test_vault_write(record_property):
     mark(record_property, "company-credential-approval", "secret-saved")
 
@@ -85,7 +86,7 @@ def test_helper_sanity(record_property):
 EXPECTED = {
     "get-task-context": ("infrastructure_failure", {"tool-called": True, "answer-grounded": False, "cleanup": False}),
     "budget-stop": ("behavior_failure", {"stopped-at-budget": True, "spend-reported": False}),
-    "company-credential-approval": ("passed", {"secret-saved": True, "approval-recorded": True}),
+    "company-credential-approval": ("infrastructure_failure", {"secret-saved": True, "approval-recorded": False}),
 }
 
 
@@ -158,14 +159,15 @@ def test_the_same_reports_give_the_same_attempt_id(reports: Path, tmp_path: Path
 
 def test_missing_checks_are_not_recorded_and_break_the_case() -> None:
     case = CONTRACT.case("get-task-context")
-    outcomes = [Outcome("test_tool_called", PASSED), Outcome("test_answer_grounded", SKIPPED)]
-    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, inputs=[("r.xml", "0" * 64)],
-                          fallback_time=1_764_000_000.0)
+    outcomes = [Outcome("test_tool_called", PASSED), Outcome("test_answer_grounded", SKIPPED, "flaky")]
+    document = build_cell(case, outcomes, source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION,
+                          inputs=[("r.xml", "0" * 64)], fallback_time=1_764_000_000.0)
     assert document["disposition"] == "infrastructure_failure"
     checks = {c["id"]: c for c in document["checks"]}
-    assert checks["answer-grounded"] == {"id": "answer-grounded", "passed": False,
-                                         "message": "not recorded: no test case of the report ran for this check"}
-    assert checks["cleanup"]["passed"] is False
+    assert checks["answer-grounded"] == {"id": "answer-grounded", "passed": False, "message":
+                                         "not recorded: 1 of 1 mapped test(s) did not run (test_answer_grounded: flaky)"}
+    assert checks["cleanup"] == {"id": "cleanup", "passed": False,
+                                 "message": "not recorded: no test case of the report measured this check"}
     assert "not recorded: answer-grounded, cleanup" in document["message"]
 
 

@@ -19,7 +19,6 @@ Exit 0 when the cell is written, whatever its disposition: export decides what i
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -27,15 +26,12 @@ from pathlib import Path
 from testops_evidence import summary
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence.adapters import Outcome
-from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
 from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
-from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
-from testops_evidence.evidence.adapters.layout import read_framework_logs
+from testops_evidence.evidence.adapters.layout import read_allure_files, read_framework_logs, read_junit_files, walk
 from testops_evidence.evidence.cells import adapted_cell
 from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
-from testops_evidence.evidence.tree import list_dir
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import canonical_json, read_safe, sha256_bytes, write_once
+from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
 # Set by the campaign template's case runner for every case command (docs/workflows.md).
@@ -85,27 +81,25 @@ def _selection(ctx: PhaseContext, profile: dict[str, str]) -> tuple[str, dict[st
 
 
 def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], list[tuple[str, str]]]:
+    """The reports given, directories read recursively (docs/evidence.md: order and hidden files); input
+    paths are relative to the directory given, prefixed ``allure-results/`` for Allure results; a refusal
+    names the report by its path as given."""
     outcomes: list[Outcome] = []
     inputs: list[tuple[str, str]] = []
     if junit is not None:
         path = Path(junit)
-        if path.is_dir():
-            files = [(path, e.name) for e in list_dir(path) if not e.is_dir and e.name.endswith(".xml")]
+        if path.is_dir() and not path.is_symlink():
+            root, names = path, walk(path, "", lambda name: name.endswith(".xml"))
         else:
-            files = [(path.parent, path.name)]
-        for root, name in files:
-            data = read_safe(root, name, limit=JUNIT_LIMIT)
-            inputs.append((name, sha256_bytes(data)))
-            outcomes += parse_junit(data, os.path.join(root, name))  # a refusal names the path as given
+            root, names = path.parent, [path.name]
+        found, digests = read_junit_files(root, names)
+        outcomes += found
+        inputs += digests
     if allure_dir is not None:
         root = Path(allure_dir)
-        found = []
-        for entry in list_dir(root):
-            if not entry.is_dir and entry.name.endswith("-result.json"):
-                data = read_safe(root, entry.name, limit=RESULT_LIMIT)
-                inputs.append((f"allure-results/{entry.name}", sha256_bytes(data)))
-                found.append((os.path.join(root, entry.name), data))
-        outcomes += parse_results(found)
+        found, digests = read_allure_files(root, walk(root, "", lambda name: name.endswith("-result.json")))
+        outcomes += found
+        inputs += [(f"allure-results/{name}", sha) for name, sha in digests]
     return outcomes, inputs
 
 

@@ -15,10 +15,12 @@ Mapping a test case to a check (first rule that matches wins):
 A test whose ``case`` property/label names another case is ignored, so one report may hold many cases.
 Tests that map to no check are ignored (and counted in the cell's message).
 
-Per check: passed when every mapped test passed; failed when one failed; *not recorded* when no mapped
-test ran (absent or skipped), or when a unit the report promised (an epoch of a sample, a repeat of a
-test) left no outcome for it; errored when one errored (JUnit ``<error>``, Allure ``broken``/``unknown``,
-a sample error or limit). A report that is incomplete as a whole (an eval that did not finish) turns
+Per check: passed only when every mapped test ran and passed; errored when one errored (JUnit
+``<error>`` or an error status, Allure ``broken``/``unknown``, a sample error or limit); else failed when
+one failed; else *not recorded* when no mapped test ran, when **any mapped test did not run** (skipped,
+disabled, not run, suppressed, an unknown status: see each parser — a test that did not run never makes a
+check pass), or when a unit the report promised (an epoch of a sample, a repeat of a test) left no
+outcome for it. A report that is incomplete as a whole (an eval that did not finish) turns
 every check that would have passed into *not recorded*. The disposition is ``passed`` when every check
 passed; ``infrastructure_failure`` when a check was not recorded, a test errored, or an
 ``infrastructure`` check failed; otherwise ``behavior_failure``.
@@ -43,6 +45,7 @@ from testops_evidence.evidence.cells import CELL_SCHEMA, LATEST, TIME_RANGE, for
 LATEST_MS = int(LATEST.timestamp() * 1000)
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+NOT_RUN = SKIPPED  # any test that did not run to a verdict: skipped, disabled, not run, suppressed, unknown
 # A unit the report promised (an epoch, a repeat) that left no outcome for a check: never a pass.
 MISSING = "missing"
 MESSAGE_LIMIT = 500
@@ -149,6 +152,8 @@ def build_cell(
         message = short_message(outcome.message)
         if message and outcome.status in (FAILED, ERROR, MISSING):
             state.messages.append((outcome.status, message))
+        elif outcome.status == NOT_RUN:
+            state.messages.append((NOT_RUN, short_message(f"{outcome.name}: {message or 'skipped'}") or "skipped"))
         if outcome.start_ms is not None:
             starts.append(outcome.start_ms)
         if outcome.stop_ms is not None:
@@ -163,10 +168,15 @@ def build_cell(
         # Only checks measured unit by unit (framework logs) are held to the units; a JUnit test has none.
         absent = [unit for unit in expected_units if unit not in state.units] if ran and state.units else []
         entry: dict[str, Any] = {"id": check_id, "passed": bool(ran) and all(s == PASSED for s in ran)
-                                 and not absent and MISSING not in state.statuses and incomplete is None}
-        if not ran:
+                                 and not absent and MISSING not in state.statuses and NOT_RUN not in state.statuses
+                                 and incomplete is None}
+        if not ran and NOT_RUN not in state.statuses:
             not_recorded.append(check_id)
             entry["message"] = "not recorded: no test case of the report ran for this check"
+        elif not ran:
+            not_recorded.append(check_id)
+            entry["message"] = short_message(f"not recorded: {len(state.statuses)} of {len(state.statuses)} mapped "
+                                             f"test(s) did not run ({_first(state, NOT_RUN, 'skipped')})")
         elif ERROR in ran:
             errored.append(check_id)
             entry["message"] = "error: " + _first(state, ERROR, "the test errored")
@@ -174,6 +184,11 @@ def build_cell(
             failed.append(check_id)
             if state.messages:
                 entry["message"] = "failed: " + _first(state, FAILED, state.messages[0][1])
+        elif NOT_RUN in state.statuses:
+            not_recorded.append(check_id)
+            count = state.statuses.count(NOT_RUN)
+            entry["message"] = short_message(f"not recorded: {count} of {len(state.statuses)} mapped test(s) did "
+                                             f"not run ({_first(state, NOT_RUN, 'skipped')})")
         elif absent or MISSING in state.statuses:
             not_recorded.append(check_id)
             why = _first(state, MISSING, f"no outcome from {absent[0] if absent else 'a unit of the report'}")

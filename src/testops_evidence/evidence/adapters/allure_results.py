@@ -1,7 +1,10 @@
 """allure-results (``*-result.json`` as written by allure-pytest and the other Allure adapters) → outcomes.
 
 Only result files are read; containers (fixtures) are not needed because Allure adapters already mark a
-test ``broken`` when its fixture fails. Retries are folded as Allure Report folds them: among results
+test ``broken`` when its fixture fails. Fail closed on everything that is not a finished run: ``skipped``
+is *not run*, ``unknown`` and ``broken`` are errors, a result whose ``stage`` is anything but
+``finished`` (``scheduled``, ``running``, ``pending``, ``interrupted``) did not run to a verdict, and a
+status that is not one of Allure's five is refused. Retries are folded as Allure Report folds them: among results
 with the same ``historyId`` (else the same ``fullName`` and ``name``), the one that started last counts.
 """
 
@@ -59,6 +62,11 @@ def parse_result(data: bytes, source: str) -> tuple[str, Outcome]:
         raise _refuse(source, "has an unknown status", raw_status)
     details = document.get("statusDetails")
     message = details.get("message") if isinstance(details, Mapping) else None
+    stage = document.get("stage")
+    if stage is not None and stage != "finished" and status in (PASSED, FAILED):
+        status, message = SKIPPED, f"did not finish (stage={stage!r})"
+    elif status == SKIPPED:
+        message = f"skipped: {message}" if isinstance(message, str) and message else "skipped"
     labels = document.get("labels")
     parameters = document.get("parameters")
     cases = _strings(labels, "name", "case") or _strings(parameters, "name", "case")

@@ -1,5 +1,21 @@
 """JUnit XML → outcomes, parsed with ``xml.etree`` and hardened by hand.
 
+**What counts as a run.** JUnit has no single standard; producers mark a test that did not run in
+different ways, and every one of them must fail closed (a test that did not run never makes a check
+pass). A ``<testcase>`` is:
+
+* *errored* — an ``<error>`` child, or a ``status``/``result`` attribute of the error family
+  (``error``, ``errored``, ``broken``: tst, bazel);
+* else *failed* — a ``<failure>`` child, or a ``status``/``result`` of the failure family (``failed``,
+  ``failure``, ``fail``: NUnit, TRX and xUnit converters, tst);
+* else *not run* — a ``<skipped>`` child (pytest, Surefire, jest-junit, mocha, go-junit-report), or a
+  ``status`` or ``result`` attribute that is neither a run nor a failure: ``skipped``, ``disabled``
+  (tst), ``notrun`` and ``suppressed`` (GoogleTest's disabled tests), ``ignored``, ``inconclusive``,
+  ``notrunnable`` (NUnit), **and any value this parser does not know**;
+* else *passed* — no such child and, when present, ``status`` in ``run``, ``passed``, ``pass``,
+  ``success``, ``succeeded``, ``ok``, ``executed`` and ``result`` in ``completed``, ``passed``,
+  ``success`` (case-insensitive).
+
 ``defusedxml`` is not a dependency, and expat expands internal entities (the "billion laughs"), so the
 input is refused before parsing if it declares a DOCTYPE or an ENTITY; its size, nesting depth and
 element count are capped while it is parsed incrementally. Only UTF-8 (or ASCII) input is accepted, so
@@ -108,18 +124,56 @@ def _seconds_ms(text: str | None) -> int:
     return int(value * 1000)
 
 
+# Attribute vocabularies (lower-cased), from the producers of the corpus in tests/data/junit (README there).
+_RAN = frozenset({"run", "passed", "pass", "success", "succeeded", "successful", "ok", "executed", "completed"})
+_FAILED = frozenset({"failed", "failure", "fail"})
+_ERRORED = frozenset({"error", "errored", "broken"})
+# Worst first: one signal of a worse kind decides the test's outcome.
+_RANK = {ERROR: 3, FAILED: 2, SKIPPED: 1, PASSED: 0}
+
+
+def _attribute_outcome(name: str, value: str | None) -> tuple[str, str | None] | None:
+    """The outcome a ``status``/``result`` attribute states, with its reason; None when it says the test ran."""
+    if value is None:
+        return None
+    word = value.strip().lower()
+    if word in _RAN:
+        return None
+    if word in _FAILED:
+        return FAILED, f"{name}={value!r}"
+    if word in _ERRORED:
+        return ERROR, f"{name}={value!r}"
+    # skipped, disabled, notrun, suppressed, ignored, inconclusive, ... and anything unknown: not a run.
+    return SKIPPED, f"did not run ({name}={value!r})"
+
+
 def _case_outcome(testcase: ET.Element, start_ms: int | None) -> Outcome:
     properties: dict[str, list[str]] = {}
     status, message = PASSED, None
+
+    def worse(candidate: str, reason: str | None) -> None:
+        nonlocal status, message
+        if _RANK[candidate] > _RANK[status]:
+            status, message = candidate, reason
+
     for child in testcase:
         tag = _local(child.tag)
         if tag == "properties":
             for prop in child:
                 if _local(prop.tag) == "property":
                     properties.setdefault(prop.get("name", ""), []).append(prop.get("value", "") or "")
-        elif tag == "error" or (tag == "failure" and status != ERROR) or (tag == "skipped" and status == PASSED):
-            status = {"error": ERROR, "failure": FAILED, "skipped": SKIPPED}[tag]
-            message = child.get("message") or (child.text or "").strip() or None
+        elif tag in ("error", "failure", "skipped"):
+            reason = child.get("message") or (child.text or "").strip() or None
+            if tag == "skipped":
+                reason = f"skipped: {reason}" if reason else "skipped"
+            candidate = {"error": ERROR, "failure": FAILED, "skipped": SKIPPED}[tag]
+            if _RANK[candidate] > _RANK[status] or (candidate == status and message is None):
+                status, message = candidate, reason
+    # After the children: an attribute only decides when it is worse (a child's message says more).
+    for attribute in ("status", "result"):
+        stated = _attribute_outcome(attribute, testcase.get(attribute))
+        if stated is not None:
+            worse(*stated)
     name = testcase.get("name", "") or ""
     duration = _seconds_ms(testcase.get("time"))
     cases = properties.get("case", [])

@@ -120,29 +120,101 @@ def _framework_reports(root: str | Path, relpath: str) -> tuple[list[tuple[str, 
     return runs, inputs
 
 
-def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], list[tuple[str, str]]]:
-    """Outcomes of the JUnit files and the allure-results directory in ``root/relpath``; input digests."""
+MAX_DEPTH = 16  # directory levels below a report root: the path rule of safe reads allows 16 components
+
+
+def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune: Callable[[str], bool] | None = None,
+         _depth: int = 0) -> list[str]:
+    """Files below ``root/relpath`` whose name is ``wanted``, recursively, as paths relative to ``root``.
+
+    **Order**: depth first, entries of each directory by name in byte order — so a file's position is the
+    order of its relative path compared component by component. Names starting with ``.`` are skipped
+    (hidden files are not reports); directories for which ``prune`` is true are not entered. Links and
+    other special files are refused by the safe listing (``io.unsafe_path``), never skipped.
+    """
+    if _depth > MAX_DEPTH:
+        raise Refusal("io.unsafe_path", f"{relpath} is nested deeper than {MAX_DEPTH} directories", field=relpath,
+                      expected=f"at most {MAX_DEPTH} levels", actual=_depth)
     prefix = f"{relpath}/" if relpath else ""
-    # Refusals name a report by its whole path as the operator gave it (root included), so it can be opened as
-    # written; the recorded inputs stay relative to root, as the cell result stores them.
-    shown = f"{os.fspath(root).rstrip('/')}/" if os.fspath(root) not in ("", ".") else ""
+    found: list[str] = []
+    for entry in list_dir(root, relpath):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir:
+            if prune is None or not prune(entry.name):
+                found += walk(root, prefix + entry.name, wanted, prune=prune, _depth=_depth + 1)
+        elif wanted(entry.name):
+            found.append(prefix + entry.name)
+    return found
+
+
+def _is_junit(name: str) -> bool:
+    return name.endswith(".xml")
+
+
+def _is_allure_result(name: str) -> bool:
+    return name.endswith("-result.json")
+
+
+def _not_junit_dir(name: str) -> bool:
+    return name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)
+
+
+def _shown(root: str | Path) -> str:
+    """Refusals name a report by its whole path as the operator gave it (root included), so it can be opened as
+    written; the recorded inputs stay relative to root, as the cell result stores them."""
+    text = os.fspath(root)
+    return f"{text.rstrip('/')}/" if text not in ("", ".") else ""
+
+
+def read_junit_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outcome], list[tuple[str, str]]]:
     outcomes: list[Outcome] = []
     inputs: list[tuple[str, str]] = []
-    for entry in list_dir(root, relpath):
-        if not entry.is_dir and entry.name.endswith(".xml") and not entry.name.startswith("."):
-            data = read_safe(root, prefix + entry.name, limit=JUNIT_LIMIT)
-            inputs.append((prefix + entry.name, sha256_bytes(data)))
-            outcomes += parse_junit(data, shown + prefix + entry.name)
-        elif entry.is_dir and entry.name == ALLURE_DIR:
-            files = []
-            for item in list_dir(root, prefix + ALLURE_DIR):
-                if not item.is_dir and item.name.endswith("-result.json"):
-                    name = f"{prefix}{ALLURE_DIR}/{item.name}"
-                    data = read_safe(root, name, limit=RESULT_LIMIT)
-                    inputs.append((name, sha256_bytes(data)))
-                    files.append((shown + name, data))
-            outcomes += parse_results(files)
+    for name in names:
+        data = read_safe(root, name, limit=JUNIT_LIMIT)
+        inputs.append((name, sha256_bytes(data)))
+        outcomes += parse_junit(data, _shown(root) + name)
     return outcomes, inputs
+
+
+def read_allure_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outcome], list[tuple[str, str]]]:
+    files = []
+    inputs: list[tuple[str, str]] = []
+    for name in names:
+        data = read_safe(root, name, limit=RESULT_LIMIT)
+        inputs.append((name, sha256_bytes(data)))
+        files.append((_shown(root) + name, data))
+    return parse_results(files), inputs
+
+
+def _allure_dirs(root: str | Path, relpath: str, depth: int = 0) -> list[str]:
+    prefix = f"{relpath}/" if relpath else ""
+    found: list[str] = []
+    for entry in list_dir(root, relpath):
+        if entry.is_dir and not entry.name.startswith(".") and depth < MAX_DEPTH:
+            found += [prefix + entry.name] if entry.name == ALLURE_DIR else _allure_dirs(root, prefix + entry.name,
+                                                                                         depth + 1)
+    return found
+
+
+def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], list[tuple[str, str]]]:
+    """Outcomes of every report below ``root/relpath``, read recursively (order: :func:`walk`): each
+    ``*.xml`` is JUnit XML, each ``*-result.json`` inside a directory named ``allure-results`` is an Allure
+    result. Input paths are relative to ``root``."""
+    outcomes, inputs = read_junit_files(root, walk(root, relpath, _is_junit, prune=_not_junit_dir))
+    allure = [name for directory in _allure_dirs(root, relpath) for name in walk(root, directory, _is_allure_result)]
+    if allure:
+        more, more_inputs = read_allure_files(root, allure)
+        outcomes += more
+        inputs += more_inputs
+    return outcomes, inputs
+
+
+def has_reports(root: str | Path, relpath: str) -> bool:
+    """Whether ``root/relpath`` holds a JUnit or Allure report anywhere below it (reports are read recursively)."""
+    if walk(root, relpath, _is_junit, prune=_not_junit_dir):
+        return True
+    return any(walk(root, directory, _is_allure_result) for directory in _allure_dirs(root, relpath))
 
 
 def adapt_reports(
@@ -198,7 +270,7 @@ class _Reader:
         documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
         if documents:
             return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
-        if not _has_reports(inside):
+        if not (_has_reports(inside) or has_reports(self.root, relpath)):
             return []
         case = self.cases.get(key)
         if case is None:
@@ -233,7 +305,7 @@ class _Reader:
             if documents:
                 files += [self.cell_file(f"{entry.name}/{item.name}", None, None) for item in documents]
                 continue
-            if not _has_reports(inside):
+            if not (_has_reports(inside) or has_reports(self.root, entry.name)):
                 continue
             if entry.name not in self.cases:
                 raise Refusal("export.unattributed", f"{self.root}/{entry.name} holds test reports but is not named "
