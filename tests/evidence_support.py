@@ -200,7 +200,11 @@ class TestOpsCampaign:
         options = {**self.options, "selection-path": str(self.selection), "selection-sha256": self.digest,
                    "cell-results": str(self.tmp / "cells")}
         options.pop("testops-endpoint")
-        return run_mode("export", self.tmp, options, self.env, new_uuid=uuid_factory())
+        run = run_mode("export", self.tmp, options, self.env, new_uuid=uuid_factory())
+        # What the publish job receives as job outputs: upload and verify re-hash both documents against them.
+        self.options.update({"selection-path": str(self.selection), "selection-sha256": self.digest,
+                             "receipt-sha256": run.outputs.get("receipt-sha256", "")})
+        return run
 
     def run(self, mode: str, **options: str) -> Any:
         from helpers import run_mode

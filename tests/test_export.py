@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -73,8 +74,10 @@ def test_export_writes_one_result_per_selected_case_with_status_and_receipt(tmp_
     run = export(tmp_path, options, env)
     assert run.exit_code == 1, run.log + run.summary
     results_dir = Path(options["results-dir"])
+    receipt_sha256 = hashlib.sha256(Path(f"{results_dir}-receipt.json").read_bytes()).hexdigest()
     assert run.outputs == {
         "results-dir": str(results_dir), "receipt-path": f"{results_dir}-receipt.json",
+        "receipt-sha256": receipt_sha256,
         "passed-count": "1", "failed-count": "1", "broken-count": "1", "all-passed": "false",
     }
     results = results_by_key(results_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -43,11 +44,12 @@ def exported(tmp_path: Path) -> dict[str, str]:
     options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
                "results-dir": str(tmp_path / "allure-results"), "state-dir": str(tmp_path / "state"),
                "backend": "files"}
-    run = run_mode("export", tmp_path, {**options, "selection-path": str(selection), "selection-sha256": digest,
-                                        "cell-results": str(tmp_path / "cells")}, env, new_uuid=uuid_factory())
+    options.update({"selection-path": str(selection), "selection-sha256": digest})
+    run = run_mode("export", tmp_path, {**options, "cell-results": str(tmp_path / "cells")}, env,
+                   new_uuid=uuid_factory())
     assert run.exit_code == 1, run.summary
     # The HTML report has tests of its own below; here the publication alone (and no Node.js start per test).
-    return {**options, "report": "never"}
+    return {**options, "report": "never", "receipt-sha256": run.outputs["receipt-sha256"]}
 
 
 def phase(mode: str, tmp_path: Path, options: dict[str, str], **env: str) -> PhaseRun:
@@ -111,7 +113,75 @@ def test_upload_refuses_a_tampered_receipt(tmp_path: Path, exported: dict[str, s
     receipt["counts"]["passed"] = 3
     receipt_path.write_text(json.dumps(receipt))
     run = phase("upload", tmp_path, exported)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt_digest")
+    # Without the travelled digest (outside Actions), the receipt's own checks still refuse it.
+    run = run_mode("upload", tmp_path, {k: v for k, v in exported.items() if k != "receipt-sha256"}, actions=False)
     assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt")
+
+
+def forge_pass(tmp_path: Path, key: str) -> Path:
+    """Issue 12, failure 3: the receipt's row of ``key`` (and its result file) say passed, every digest recomputed."""
+    receipt_path = tmp_path / "allure-results-receipt.json"
+    receipt = json.loads(receipt_path.read_text())
+    row = next(r for r in receipt["results"] if r["key"] == key)
+    result_path = tmp_path / "allure-results" / row["result-file"]
+    result = json.loads(result_path.read_text())
+    result["status"] = "passed"
+    result.pop("statusDetails", None)
+    result_path.write_text(json.dumps(result))
+    row.update(status="passed", reason="passed", **{"result-sha256": hashlib.sha256(result_path.read_bytes()).hexdigest()})
+    receipt["counts"] = {"total": 3, "passed": receipt["counts"]["passed"] + 1,
+                         **{s: sum(r["status"] == s for r in receipt["results"]) for s in ("failed", "broken")}}
+    receipt_path.write_text(json.dumps(receipt))
+    return receipt_path
+
+
+def test_issue_12_failure_3_a_forged_pass_with_recomputed_digests_is_never_published(
+        tmp_path: Path, exported: dict[str, str]) -> None:
+    forge_pass(tmp_path, "budget-stop")
+    for mode in ("upload", "verify"):
+        run = phase(mode, tmp_path, exported)
+        assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt_digest"), run.summary
+    assert not (tmp_path / "state" / "published").exists()
+
+
+def test_issue_12_failure_3_a_receipt_with_rows_dropped_is_refused(tmp_path: Path, exported: dict[str, str]) -> None:
+    receipt_path = tmp_path / "allure-results-receipt.json"
+    receipt = json.loads(receipt_path.read_text())
+    dropped = [r for r in receipt["results"] if r["status"] != "passed"]
+    receipt["results"] = [r for r in receipt["results"] if r["status"] == "passed"]
+    receipt["counts"] = {"total": 1, "passed": 1, "failed": 0, "broken": 0}
+    for row in dropped:
+        (tmp_path / "allure-results" / row["result-file"]).unlink()
+        (tmp_path / "allure-results" / row["attachment-file"]).unlink()
+    receipt_path.write_text(json.dumps(receipt))
+    forged_digest = hashlib.sha256(receipt_path.read_bytes()).hexdigest()
+    run = phase("upload", tmp_path, exported)  # the travelled digest
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt_digest")
+    # Even with a digest that matches the forged receipt, its rows are not the selection's cases.
+    run = phase("upload", tmp_path, {**exported, "receipt-sha256": forged_digest})
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt")
+    assert "not the selection's cases" in run.summary
+    run = phase("verify", tmp_path, {**exported, "receipt-sha256": forged_digest})
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.receipt")
+
+
+@pytest.mark.parametrize("missing", ["receipt-sha256", "selection-sha256"])
+def test_upload_and_verify_require_the_travelled_digests_inside_actions(tmp_path: Path, exported: dict[str, str],
+                                                                        missing: str) -> None:
+    for mode in ("upload", "verify"):
+        run = phase(mode, tmp_path, {k: v for k, v in exported.items() if k != missing})
+        assert (run.exit_code, run.outputs["error-code"]) == (2, f"input.{missing}")
+    assert not (tmp_path / "state" / "published").exists()
+
+
+def test_a_selection_changed_between_jobs_is_refused_before_anything_is_sent(tmp_path: Path,
+                                                                               exported: dict[str, str]) -> None:
+    selection = Path(exported["selection-path"])
+    selection.chmod(0o600)
+    selection.write_bytes(selection.read_bytes().replace(b'"full-plan":true', b'"full-plan":false'))
+    run = phase("upload", tmp_path, exported)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.digest")
 
 
 def test_a_files_backend_export_cannot_go_to_testops(tmp_path: Path, exported: dict[str, str]) -> None:
@@ -187,6 +257,8 @@ def test_golden_upload_and_verify_summaries(tmp_path: Path) -> None:
                                            "cell-results": str(tmp_path / "cells")}, env, new_uuid=uuid_factory(),
                       clock=clock.time)
     assert export.exit_code == 1
+    options.update({"selection-path": str(selection), "selection-sha256": digest,
+                    "receipt-sha256": export.outputs["receipt-sha256"]})
     upload = phase("upload", tmp_path, {**options, "report": "never"})  # Allure's version would vary by machine
     verify = phase("verify", tmp_path, options)
     check_golden("upload/files-upload-summary.md", normalise(upload.summary, tmp_path))

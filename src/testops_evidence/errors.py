@@ -322,6 +322,11 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Publish the log exactly as the tool wrote it; find the step that edited, merged or truncated it.",
               cause="A log edited or assembled by hand, two logs merged into one, or an archive with entries removed.",
               scope=SCOPE_CASE),
+        _spec("export.receipt_digest", _I, "the export receipt does not hash to the receipt-sha256 export output",
+              "Pass upload and verify the export job's `receipt-sha256` output and the receipt that job uploaded, "
+              "unchanged; a receipt changed between the jobs is never published.",
+              cause="The receipt was edited or replaced after export (rows dropped, a status changed), or the "
+                    "receipt of another export or attempt was downloaded."),
         _spec("export.receipt", _I, "the export receipt is invalid or does not match the selection",
               "Upload the receipt that export wrote beside the results, unchanged, from the same run attempt.",
               cause="The receipt was edited, or the results artifact of another attempt was downloaded."),

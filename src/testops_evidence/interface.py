@@ -111,12 +111,14 @@ INPUTS: tuple[InputSpec, ...] = (
               "", ("select",)),
     InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
               ("select",), kind="path"),
-    InputSpec("selection-path", "select / verify-selection / export: the selection file; cell: the verified "
-              "selection to bind the cell result to (optional).",
-              "testops-evidence-selection.json", ("select", "verify-selection", "export", "cell"), kind="path"),
-    InputSpec("selection-sha256", "verify-selection / export: the digest passed as the select job's output; "
-              "cell: the digest of the selection the cell belongs to (else TESTOPS_EVIDENCE_SELECTION_SHA256, else "
-              "the digest of `selection-path`).", "", ("verify-selection", "export", "cell")),
+    InputSpec("selection-path", "select / verify-selection / export / upload / verify: the selection file; cell: "
+              "the verified selection to bind the cell result to (optional).",
+              "testops-evidence-selection.json", ("select", "verify-selection", "export", "upload", "verify", "cell"),
+              kind="path"),
+    InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
+              "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
+              "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`).", "",
+              ("verify-selection", "export", "upload", "verify", "cell")),
     # --- export / upload / verify
     InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
               "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
@@ -128,6 +130,9 @@ INPUTS: tuple[InputSpec, ...] = (
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
               ("upload", "verify"), kind="path"),
+    InputSpec("receipt-sha256", "upload / verify: the export job's `receipt-sha256` output (required inside "
+              "GitHub Actions): the receipt is re-hashed against it before anything is trusted or sent.", "",
+              ("upload", "verify")),
     InputSpec("report", "upload (files backend): build an Allure Report 3 HTML report into the publication: `auto` "
               "(when Node.js is there: the pinned Allure Report is installed with npm if needed; else a warning), "
               "`always` (refuse without it), `never`. rehearse: the same for its report.", "auto",
@@ -229,6 +234,8 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("external-max-parallel", "select: max-parallel of the external lane.", ("select",)),
     OutputSpec("results-dir", "export: the allure-results directory written.", ("export",)),
     OutputSpec("receipt-path", "export: the export receipt.", ("export",)),
+    OutputSpec("receipt-sha256", "export: SHA-256 of the export receipt's bytes; pass it to upload and verify as a "
+               "job output, like `selection-sha256`.", ("export",)),
     OutputSpec("passed-count", "export: results with status passed.", ("export",)),
     OutputSpec("failed-count", "export: results with status failed.", ("export",)),
     OutputSpec("broken-count", "export: results with status broken.", ("export",)),

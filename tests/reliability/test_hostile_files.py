@@ -293,5 +293,8 @@ def test_a_receipt_naming_a_file_outside_its_directory_is_refused(ws: Workspace,
     receipt["files"][0].update(name=name, sha256=hashlib.sha256((ws.outside / "victim.json").read_bytes()).hexdigest())
     crafted = ws.work / "crafted-receipt.json"
     crafted.write_text(json.dumps(receipt))
-    options = ws.options(**{"receipt-path": str(crafted), "backend": "files"})
+    # Even with its own digest passed as receipt-sha256 (an attacker who controls the job outputs too), the
+    # receipt's file names are refused.
+    options = ws.options(**{"receipt-path": str(crafted), "backend": "files",
+                            "receipt-sha256": hashlib.sha256(crafted.read_bytes()).hexdigest()})
     refused_without_writing(ws, lambda: ws.run("upload", options), "export.receipt")

@@ -171,3 +171,90 @@ def verified_bytes(directory: str | os.PathLike[str], name: str, expected_sha256
         raise Refusal(code, f"{name} in {directory} does not hash to its receipt digest", field=name,
                       expected=expected_sha256, actual=digest)
     return data
+
+
+# --- the receipt bound across jobs ---------------------------------------------------------------------------
+
+
+def load_bound_receipt(path: str | os.PathLike[str], expected_sha256: str) -> Receipt:
+    """The receipt, whose exact bytes must hash to the ``receipt-sha256`` export output (``export.receipt_digest``):
+    that digest travelled as a job output, outside the artifact that carried the file, so a receipt with rows
+    dropped or a status changed — even with every file digest recomputed — is refused before it is parsed."""
+    from testops_evidence.evidence.selection import check_sha256, read_document_bytes
+
+    expected = check_sha256(expected_sha256, "receipt-sha256")
+    data = read_document_bytes(path, RECEIPT_LIMIT)
+    actual = sha256_bytes(data)
+    if actual != expected:
+        raise Refusal("export.receipt_digest", f"the export receipt {os.fspath(path)} does not hash to the "
+                      "receipt-sha256 that export output: it was changed after export, or it is another export's",
+                      field="receipt-sha256", expected=expected, actual=actual)
+    return receipt_from_bytes(data, os.fspath(path))
+
+
+def bind_to_selection(receipt: Receipt, selection: Any) -> None:
+    """The receipt must be the export of ``selection`` (a digest-checked :class:`Selection`): same digest, same
+    campaign, contract, backend, run, TestOps binding and profile, and one row per selected case, in the
+    selection's order, naming the same case (``export.receipt``)."""
+    document = receipt.document
+    expected_fields = (("selection-sha256", selection.digest), ("campaign", selection.document["campaign"]),
+                       ("contract-sha256", selection.document["contract-sha256"]),
+                       ("backend", selection.backend), ("testops", selection.document["testops"]),
+                       ("profile", selection.document["profile"]))
+    for field, expected in expected_fields:
+        if document[field] != expected:
+            raise _refuse(f"the export receipt was not made from this selection ({field} differs)", field=field,
+                          expected=expected, actual=document[field])
+    for key, value in document["context"].items():
+        if selection.document["context"].get(key) != value:
+            raise _refuse(f"the export receipt names another run context than the selection ({key} differs)",
+                          field=f"context/{key}", expected=selection.document["context"].get(key), actual=value)
+    cases = selection.document["cases"]
+    keys = [row["key"] for row in receipt.results]
+    if keys != [case["key"] for case in cases]:
+        missing = [case["key"] for case in cases if case["key"] not in set(keys)]
+        extra = [key for key in keys if key not in {case["key"] for case in cases}]
+        raise _refuse(f"the export receipt's rows are not the selection's cases in order ({len(keys)} rows, "
+                      f"{len(cases)} selected; missing {missing[:5]}, not selected {extra[:5]})", field="results",
+                      expected=f"{len(cases)} rows in selection order", actual=f"{len(keys)} rows")
+    for index, (row, case) in enumerate(zip(receipt.results, cases, strict=True)):
+        for field in ("testops-id", "full-name", "title"):
+            if row[field] != case[field]:
+                raise _refuse(f"the export receipt's row of {case['key']!r} names another {field} than the "
+                              "selection", field=f"results/{index}/{field}", expected=case[field], actual=row[field])
+
+
+@dataclass(frozen=True)
+class AdmittedReceipt:
+    """A receipt bound across jobs: its digest, its selection and the run (what upload and verify start from)."""
+
+    receipt: Receipt
+    selection: Any  # evidence.selection.Selection
+    receipt_digest_given: bool
+    selection_digest_given: bool
+
+
+def admit_receipt(receipt_path: str | os.PathLike[str], receipt_sha256: str | None,
+                  selection_path: str | os.PathLike[str], selection_sha256: str | None, *, in_actions: bool,
+                  contract: Any, live: Any, backend: str) -> AdmittedReceipt:
+    """Everything upload and verify check before they trust a receipt, before anything is sent:
+
+    1. the receipt's exact bytes against ``receipt-sha256`` (``export.receipt_digest``) and the selection's
+       against ``selection-sha256`` (``selection.digest``) — both required inside Actions, where they
+       travelled as job outputs;
+    2. the selection against the contract and this job's run (``selection.context``);
+    3. the receipt against the selection: same digest, campaign, contract, run, binding and profile, one row
+       per selected case in order (``export.receipt``), and against this run and backend (:func:`bind_receipt`).
+    """
+    from testops_evidence.evidence.selection import load_selection, read_travelled, validate_against
+
+    receipt_digest, receipt_given = read_travelled(receipt_path, receipt_sha256, in_actions=in_actions,
+                                                   name="receipt-sha256", limit=RECEIPT_LIMIT)
+    receipt = load_bound_receipt(receipt_path, receipt_digest)
+    selection_digest, selection_given = read_travelled(selection_path, selection_sha256, in_actions=in_actions)
+    selection = load_selection(selection_path, selection_digest)
+    validate_against(selection, contract, live)
+    bind_to_selection(receipt, selection)
+    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest,
+                 live=live.binding_fields(), backend=backend)
+    return AdmittedReceipt(receipt, selection, receipt_given, selection_given)

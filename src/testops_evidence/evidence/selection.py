@@ -254,3 +254,20 @@ def _check_testops_block(block: Mapping[str, Any], contract: Contract) -> None:
     if block["plan-name"] != config.plan_name:
         raise Refusal("selection.plan_binding", "the selection's test plan name is not the contract's",
                       field="plan-name", expected=config.plan_name, actual=block["plan-name"])
+
+
+def read_travelled(path: str | os.PathLike[str], expected_sha256: str | None, *, in_actions: bool,
+                   name: str = "selection-sha256", limit: int = SELECTION_LIMIT) -> tuple[str, bool]:
+    """The digest a document that crossed jobs is checked against, and whether it travelled (was given).
+
+    Inside GitHub Actions the digest is required (``input.<name>``): it is what proves the file is the one the
+    producing job wrote. Outside Actions (a rehearsal, phases run by hand) it may be omitted; the digest of the
+    bytes read is then used, and the phase's summary says the document was not bound by a travelled digest.
+    """
+    if expected_sha256 is not None:
+        return check_sha256(expected_sha256, name), True
+    if in_actions:
+        raise Refusal(f"input.{name}", f"input {name} is required inside GitHub Actions: it is the digest that "
+                      "travelled as a job output, which binds the file this job read to the one its producer wrote",
+                      field=name, expected="64 lowercase hex characters", actual=None)
+    return sha256_bytes(read_document_bytes(path, limit)), False

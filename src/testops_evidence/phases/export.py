@@ -26,13 +26,7 @@ from testops_evidence.evidence.cells import Binding as CellBinding
 from testops_evidence.evidence.cells import BoundCell, CellFile, Verdict, admit, format_time, verdict
 from testops_evidence.evidence.matrix import plan_matrices
 from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
-from testops_evidence.evidence.selection import (
-    SELECTION_LIMIT,
-    Selection,
-    load_selection,
-    read_document_bytes,
-    validate_against,
-)
+from testops_evidence.evidence.selection import Selection, load_selection, read_travelled, validate_against
 from testops_evidence.evidence.tree import is_empty_or_absent, write_new
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, pretty_json, sha256_bytes, write_once
@@ -44,17 +38,10 @@ def in_actions(ctx: PhaseContext) -> bool:
 
 
 def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
-    """The selection, re-hashed against ``selection-sha256``; ``True`` when that digest was given.
-
-    In GitHub Actions the digest is required: it is what proves the selection file is the one the select
-    job wrote. Outside Actions (a local rehearsal) it may be omitted; the digest of the bytes read is then
-    recorded in the receipt and the summary says the selection was not bound by a travelled digest.
-    """
-    expected = ctx.settings.string("selection-sha256")
-    if expected is None and not in_actions(ctx):
-        expected = sha256_bytes(read_document_bytes(path, SELECTION_LIMIT))
-        return load_selection(path, expected), False
-    return load_selection(path, expected), True
+    """The selection, re-hashed against ``selection-sha256``; ``True`` when that digest was given (required
+    inside Actions: :func:`selection.read_travelled`)."""
+    digest, given = read_travelled(path, ctx.settings.string("selection-sha256"), in_actions=in_actions(ctx))
+    return load_selection(path, digest), given
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
@@ -141,6 +128,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         outputs={
             "results-dir": str(results_dir),
             "receipt-path": str(receipt_path),
+            "receipt-sha256": sha256_bytes(receipt_bytes),
             "passed-count": counts.get("passed", 0),
             "failed-count": counts.get("failed", 0),
             "broken-count": counts.get("broken", 0),

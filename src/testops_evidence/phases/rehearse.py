@@ -152,11 +152,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                         "results-dir": str(results_dir)}, allowed=(EXIT_OK, EXIT_CASES_FAILED))
     if not export.ok:
         return _stopped(rehearsal, export)
-    upload = rehearsal.phase("upload", {**common, "results-dir": str(results_dir), "report": report_mode})
+    # As the publish job gets them: both documents with the digests that travelled as job outputs.
+    published_from = {**common, "results-dir": str(results_dir), "selection-path": str(selection_path),
+                      "selection-sha256": select.outputs.get("selection-sha256", ""),
+                      "receipt-sha256": export.outputs.get("receipt-sha256", "")}
+    upload = rehearsal.phase("upload", {**published_from, "report": report_mode})
     if not upload.ok:
         return _stopped(rehearsal, upload)
-    verify = rehearsal.phase("verify", {**common, "results-dir": str(results_dir)},
-                             allowed=(EXIT_OK, EXIT_CASES_FAILED))
+    verify = rehearsal.phase("verify", published_from, allowed=(EXIT_OK, EXIT_CASES_FAILED))
     if not verify.ok:
         return _stopped(rehearsal, verify)
 

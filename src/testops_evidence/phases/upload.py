@@ -1,7 +1,9 @@
 """``upload`` (token phase): publish an export, exactly as its receipt describes it.
 
-Before anything is sent, the results directory must hold exactly the receipt's files with the receipt's
-digests (``upload.results_invalid``) and the receipt must belong to this run (``selection.context``). The
+Before anything is sent, the receipt must hash to the ``receipt-sha256`` export output
+(``export.receipt_digest``), be the export of the digest-checked selection — one row per selected case, in
+order (``export.receipt``) — and belong to this run (``selection.context``), and the results directory must
+hold exactly the receipt's files with the receipt's digests (``upload.results_invalid``). The
 backend then publishes it (``backends/``): the files backend as a verified copy in the state directory,
 the TestOps backend through the session upload flow, every change once-marked first so that an uncertain
 outcome is left to ``reconcile``. The publication record ``upload.json`` is written last.
@@ -26,7 +28,7 @@ from testops_evidence import summary
 from testops_evidence.backends import PublishOptions, backend_class
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.receipt import Receipt, bind_receipt, check_tree, default_receipt_path, load_receipt
+from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
 from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import write_atomic
@@ -43,15 +45,23 @@ def paths(ctx: PhaseContext) -> tuple[Path, Path]:
     return results_dir, ctx.settings.path("receipt-path") or default_receipt_path(results_dir)
 
 
-def run(ctx: PhaseContext) -> PhaseResult:
-    results_dir, receipt_path = paths(ctx)
-    receipt = load_receipt(receipt_path)
+def admitted(ctx: PhaseContext, receipt_path: Path) -> tuple[AdmittedReceipt, RunContext]:
+    """The receipt and its selection, bound across jobs by their travelled digests, and the run (upload and
+    verify)."""
     contract = ctx.contract()
-    backend = ctx.backend()
     live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
                        local=ctx.settings.boolean("local"))
-    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
-                 backend=backend)
+    return admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
+                         ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
+                         ctx.settings.string("selection-sha256"), in_actions=ctx.env.get("GITHUB_ACTIONS") == "true",
+                         contract=contract, backend=ctx.backend(), live=live), live
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    results_dir, receipt_path = paths(ctx)
+    admission, live = admitted(ctx, receipt_path)
+    receipt = admission.receipt
+    backend = ctx.backend()
 
     if ctx.state.has(PUBLICATION):
         return _already_published(ctx, receipt)

@@ -20,7 +20,7 @@ from testops_evidence import summary
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence.receipt import Receipt, bind_receipt, default_receipt_path, load_receipt
+from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 PUBLICATION = "upload.json"
@@ -29,8 +29,7 @@ DEPTHS = ("page", "detail")
 
 def run(ctx: PhaseContext) -> PhaseResult:
     results_dir = ctx.settings.path("results-dir") or Path("allure-results")
-    receipt = load_receipt(ctx.settings.path("receipt-path") or default_receipt_path(results_dir))
-    _bind(ctx, receipt)
+    receipt = _admitted(ctx, ctx.settings.path("receipt-path") or default_receipt_path(results_dir)).receipt
     depth = ctx.settings.string("verify-depth") or "page"
     if depth not in DEPTHS:
         raise Refusal("input.verify-depth", "verify-depth must be page or detail", field="verify-depth",
@@ -62,12 +61,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
                        summary=body, exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED)
 
 
-def _bind(ctx: PhaseContext, receipt: Receipt) -> None:
+def _admitted(ctx: PhaseContext, receipt_path: Path) -> AdmittedReceipt:
+    """As upload admits it: the receipt and its selection, bound across jobs by their travelled digests."""
     contract = ctx.contract()
-    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
-                       local=ctx.settings.boolean("local"))
-    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
-                 backend=ctx.backend())
+    return admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
+                         ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
+                         ctx.settings.string("selection-sha256"), in_actions=ctx.env.get("GITHUB_ACTIONS") == "true",
+                         contract=contract, backend=ctx.backend(),
+                         live=job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
+                                          local=ctx.settings.boolean("local")))
 
 
 def _publication(ctx: PhaseContext, receipt: Receipt) -> dict[str, Any]:
