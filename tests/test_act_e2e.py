@@ -52,6 +52,7 @@ import pytest
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence import __version__
+from testops_evidence.evidence.workers import UPLOAD_STEP
 
 pytestmark = pytest.mark.act
 
@@ -83,6 +84,12 @@ CASES = {  # key -> (lane, checks, whether the case command makes every check pa
     "budget-stop": ("native", ["stopped-at-budget", "spend-reported"], False),
     "hire-agent-approval": ("external", ["approval-requested", "agent-created-after-approval"], True),
 }
+
+def worker_job_name(artifact: str) -> str | None:
+    """How GitHub names the worker job that uploads a cell artifact: `<caller job> / <prefix> <job>`."""
+    prefix = "testops-evidence-cells-1-"
+    return f"campaign / testops-evidence {artifact[len(prefix):]}" if artifact.startswith(prefix) else None
+
 
 def report_job(job: str) -> str:
     """A last job of every caller: the called workflow's outputs, as JSON, into a file the test reads."""
@@ -315,6 +322,8 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
     event_path.write_text(json.dumps(event), encoding="utf-8")
     artifacts, outputs = tmp_path / "artifacts", tmp_path / "outputs.json"
     artifacts.mkdir()
+    # The run's artifacts and its workers' upload steps, as the Actions API reports them to collect-cells.
+    github.mirror_artifact_store(run["id"], artifacts, worker_job_name, UPLOAD_STEP)
     ACT_CACHE.mkdir(parents=True, exist_ok=True)
     command = [
         str(act), "workflow_dispatch", "-W", WORKFLOW, "-e", str(event_path),
@@ -335,6 +344,10 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
     log, summaries = read_json_log(done.stdout)
     return ActRun(done.returncode, log + done.stderr,
                   json.loads(outputs.read_text()) if outputs.exists() else {}, summaries, artifacts)
+
+
+def summaries_of(result: ActRun, key: str) -> str:
+    return "\n".join(result.summaries.get(key, []))
 
 
 def read_json_log(stdout: str) -> tuple[str, dict[str, list[str]]]:
@@ -379,8 +392,13 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     assert document["context"]["run-id"] == 1 and document["context"]["repository"] == REPOSITORY
 
     # Every matrix cell ran, in its lane, and left its cell result.
-    cells = {path.stem: path.parent.name for path in result.artifacts.glob("testops-evidence-cells-1-*/*.json")}
+    cells = {path.stem: path.parent.name for path in result.artifacts.glob("testops-evidence-cells-1-*/*.json")
+             if path.name != "testops-evidence-worker.json"}
     assert sorted(cells) == sorted(CASES)
+    # Each worker's artifact was bound to its own upload step by collect-cells, then read by export alone.
+    assert "4 of 4 worker artifacts were uploaded by their own worker's upload step" in summaries_of(result,
+                                                                                                  "export-collect-cells")
+    assert "bound to its worker's upload step by collect-cells" in summaries_of(result, "export-export")
     for key, artifact in cells.items():
         assert artifact.startswith(f"testops-evidence-cells-1-{CASES[key][0]}-")
     results = list((result.artifacts / "testops-evidence-results-1" / "allure-results").glob("*-result.json"))

@@ -146,7 +146,39 @@ def test_campaign_wiring() -> None:
     assert export["with"]["fail-on-failed-cases"] is False  # failed cases are still published
     assert "!cancelled()" in jobs["export"]["if"] and "!cancelled()" in jobs["publish"]["if"]
     modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
-    assert modes == ["guard", "select", "verify-selection", "verify-selection", "export", "upload", "verify"]
+    assert modes == ["guard", "select", "verify-selection", "verify-selection", "collect-cells", "export", "upload",
+                     "verify"]
+
+
+def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:
+    """collect-cells finds each worker by its job name and upload step (evidence/workers.py); export reads only
+    the artifacts it verified, each in its own directory, and the publish job gets both travelled digests."""
+    from testops_evidence.evidence.workers import UPLOAD_STEP
+
+    jobs = load("campaign.yml")["jobs"]
+    for lane in ("native", "external"):
+        job = jobs[lane]
+        assert job["name"] == "${{ inputs.artifact-prefix }} ${{ matrix.job }}"
+        upload = next(step for step in job["steps"] if step.get("name") == UPLOAD_STEP)
+        assert upload["with"]["name"] == "${{ inputs.artifact-prefix }}-cells-${{ github.run_attempt }}-${{ matrix.job }}"
+        assert upload["with"]["if-no-files-found"] == "error"  # the worker record is always there
+    export = jobs["export"]
+    assert export["permissions"] == {"contents": "read", "actions": "read"}
+    steps = export["steps"]
+    collect = next(index for index, step in enumerate(steps) if step.get("with", {}).get("mode") == "collect-cells")
+    download = steps[collect + 1]
+    assert download["with"] == {"artifact-ids": "${{ steps.collect.outputs.artifact-ids }}",
+                                "path": "testops-evidence-cells"}
+    assert download["if"] == "${{ steps.collect.outputs.artifact-ids != '' }}"  # empty would download all
+    assert steps[collect]["if"] == "${{ !inputs.local }}"  # a local run has no job records: by pattern instead
+    assert steps[collect + 2]["if"] == "${{ inputs.local }}" and "pattern" in steps[collect + 2]["with"]
+    assert "merge-multiple" not in json.dumps(export)
+    exporting = next(step for step in our_steps(export) if step["with"]["mode"] == "export")
+    assert exporting["with"]["artifact-prefix"] == "${{ inputs.artifact-prefix }}"
+    for mode in ("upload", "verify"):
+        step = next(s for s in our_steps(jobs["publish"]) if s["with"]["mode"] == mode)
+        assert step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
+        assert step["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
 
 
 def test_native_and_external_jobs_are_the_same_but_for_the_lane() -> None:
@@ -185,7 +217,8 @@ def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, st
     env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
            "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"],
-           "SELECTION_SHA256": "5e1ec7" + "0" * 58, "STATE_DIR": str(workdir / "state")}
+           "SELECTION_SHA256": "5e1ec7" + "0" * 58, "STATE_DIR": str(workdir / "state"),
+           "WORKER_JOB": "native-alpha"}
     return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
                           text=True, check=False)
 

@@ -24,6 +24,7 @@ _DESCRIPTIONS = {
     "launch": "run the test plan in TestOps",
     "select": "bind the job run to this run and write the selection and matrices",
     "verify-selection": "worker: re-hash and re-validate the selection",
+    "collect-cells": "check which worker job uploaded each cell artifact (Actions jobs API)",
     "export": "worker: project cell results into Allure results and a receipt",
     "upload": "publish the exported results",
     "verify": "prove the publication landed",

@@ -243,6 +243,31 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("case.no_cell_result", _I, "the case command wrote no cell result; export records the case as broken",
               "Make the case command write TESTOPS_EVIDENCE_CELL_RESULT, even when the case fails.",
               cause="The case command crashed or timed out before writing, or wrote to another path."),
+        # --- collect-cells: which worker uploaded each cell artifact -----------------------------------
+        _spec("workers.unknown_artifact", _I, "an artifact carries the campaign's cell prefix but no worker job of "
+              "the matrix plan owns it",
+              "Something other than a worker uploaded under the campaign's cell prefix (an agent holding the "
+              "runtime token, or another campaign with the same `artifact-prefix`): give each campaign its own "
+              "prefix, and inspect the run's jobs.",
+              cause="An artifact uploaded by a process of the agent under test, or two campaigns in one run "
+                    "sharing an artifact prefix."),
+        _spec("workers.duplicate_artifact", _I, "two artifacts of the run have one worker's name",
+              "Inspect the run's artifacts: GitHub keeps names unique within a run, so this is a server fault "
+              "or a forgery; run the campaign again.",
+              cause="A misbehaving server or proxy in front of the Actions API."),
+        _spec("workers.job_identity", _I, "the worker job the matrix plan names matches more than one job of the "
+              "run attempt",
+              "Name worker jobs `<artifact-prefix> <job>` once per run (the campaign template does); two campaigns "
+              "in one run need two artifact prefixes.",
+              cause="Two campaigns with the same `artifact-prefix` in one caller workflow, or a caller job that "
+                    "copies the template's job names."),
+        _spec("workers.artifact_origin", _I, "a worker's cell artifact was not uploaded by that worker's own "
+              "upload step (uploaded before it, replaced after it, or deleted)",
+              "Treat the run as attacked: some job reached the Actions runtime token and uploaded under another "
+              "worker's name. Inspect the jobs of the run (the refusal names the artifact and job), sandbox the "
+              "agent (docs/security.md), and run the campaign again.",
+              cause="A process of the agent under test that outlived its step and used the runtime token of a "
+                    "later step to upload, replace or delete another worker's artifact."),
         # --- export --------------------------------------------------------------------------------
         # A cell proven to be of this selection and from the worker that owns its case can only be wrong
         # about its own case: its defects make that case broken (scope "case"). A cell whose selection,

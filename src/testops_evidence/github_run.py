@@ -441,6 +441,81 @@ def earlier_artifact(api_url: str, token: str, repository: str, workflow: str, *
     return None
 
 
+MAX_JOBS = 5000  # a run attempt has at most 256 jobs per matrix; more means a broken or hostile server
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    name: str
+    status: str
+    conclusion: str | None
+    started_at: str | None
+    completed_at: str | None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job of a run attempt, as ``GET .../runs/{id}/attempts/{n}/jobs`` lists it."""
+
+    id: int
+    name: str
+    status: str
+    conclusion: str | None
+    run_attempt: int | None
+    steps: tuple[StepInfo, ...]
+
+    def step(self, name: str) -> StepInfo | None:
+        found = [step for step in self.steps if step.name == name]
+        return found[0] if len(found) == 1 else None
+
+
+def job_from_json(raw: Mapping[str, Any]) -> JobInfo:
+    what = "job"
+    steps_raw = raw.get("steps") or []
+    if not isinstance(steps_raw, list):
+        raise _invalid(what, "steps", type(steps_raw).__name__)
+    steps = []
+    for item in steps_raw:
+        if not isinstance(item, dict):
+            raise _invalid(what, "steps[]", type(item).__name__)
+        steps.append(StepInfo(name=_str(item, "name", "job step"), status=_str(item, "status", "job step"),
+                              conclusion=_opt_str(item, "conclusion", "job step"),
+                              started_at=_opt_str(item, "started_at", "job step"),
+                              completed_at=_opt_str(item, "completed_at", "job step")))
+    attempt = raw.get("run_attempt")
+    return JobInfo(id=_int(raw, "id", what), name=_str(raw, "name", what), status=_str(raw, "status", what),
+                   conclusion=_opt_str(raw, "conclusion", what),
+                   run_attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+                   steps=tuple(steps))
+
+
+def list_attempt_jobs(api_url: str, token: str, repository: str, run_id: int, attempt: int, *,
+                      policy: RequestPolicy = DEFAULT_POLICY) -> list[JobInfo]:
+    """Every job of one run attempt with its steps (``GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}/jobs``,
+    all pages; ``actions: read``)."""
+    gh = github_client(api_url, token, policy=policy)
+    url: str | None = f"/repos/{repository}/actions/runs/{run_id}/attempts/{attempt}/jobs"
+    params: dict[str, Any] | None = {"per_page": 100}
+    found: list[JobInfo] = []
+    while url is not None:
+        with _mapped(f"GET {urlsplit(url).path}"):
+            headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
+        _encodable(data, f"GET {urlsplit(url).path}")
+        items = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise _invalid("job list", "jobs", None if items is None else type(items).__name__)
+        for item in items:
+            if not isinstance(item, dict):
+                raise _invalid("job list", "jobs[]", type(item).__name__)
+            found.append(job_from_json(item))
+            if len(found) > MAX_JOBS:
+                raise Refusal("github.response_invalid", f"run {run_id} attempt {attempt} lists more than "
+                              f"{MAX_JOBS} jobs", field="jobs", expected=f"<= {MAX_JOBS}", actual=f"> {MAX_JOBS}")
+        url = next_link(headers.get("link")) if items else None
+        params = None
+    return found
+
+
 def next_link(header: Any) -> str | None:
     """The ``rel="next"`` URL of an RFC 8288 Link header (GitHub's pagination), or None."""
     if not isinstance(header, str):

@@ -16,6 +16,7 @@ MODES: tuple[str, ...] = (
     "launch",
     "select",
     "verify-selection",
+    "collect-cells",
     "export",
     "upload",
     "verify",
@@ -113,19 +114,20 @@ INPUTS: tuple[InputSpec, ...] = (
               ("select",), kind="path"),
     InputSpec("selection-path", "select / verify-selection / export / upload / verify: the selection file; cell: "
               "the verified selection to bind the cell result to (optional).",
-              "testops-evidence-selection.json", ("select", "verify-selection", "export", "upload", "verify", "cell"),
-              kind="path"),
+              "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "upload",
+                                                  "verify", "cell"), kind="path"),
     InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
               "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
               "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`).", "",
-              ("verify-selection", "export", "upload", "verify", "cell")),
+              ("verify-selection", "collect-cells", "export", "upload", "verify", "cell")),
     # --- export / upload / verify
     InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
               "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
-    InputSpec("artifact-prefix", "export: the campaign's artifact prefix. When set, `cell-results` holds one "
-              "directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` (download-artifact without "
-              "merge-multiple), and a cell is accepted only from the worker job the matrix plan assigned its "
-              "case to. Empty: the cells are read as one trust domain.", "", ("export",)),
+    InputSpec("artifact-prefix", "export / collect-cells: the campaign's artifact prefix. export: when set, "
+              "`cell-results` holds one directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` "
+              "(download-artifact without merge-multiple), and a cell is accepted only from the worker job the "
+              "matrix plan assigned its case to (empty: the cells are read as one trust domain); collect-cells: "
+              "worker jobs are named `<prefix> <job>`.", "", ("collect-cells", "export")),
     InputSpec("results-dir", "export / upload: the allure-results directory.", "allure-results",
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
@@ -232,6 +234,10 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("external-matrix", "select: matrix for the external lane (JSON).", ("select",)),
     OutputSpec("external-count", "select: jobs in the external matrix.", ("select",)),
     OutputSpec("external-max-parallel", "select: max-parallel of the external lane.", ("select",)),
+    OutputSpec("artifact-ids", "collect-cells: the worker cell artifacts verified to come from their own worker's "
+               "upload step (comma-separated ids, for download-artifact's `artifact-ids`; empty when none).",
+               ("collect-cells",)),
+    OutputSpec("collected-count", "collect-cells: worker artifacts verified.", ("collect-cells",)),
     OutputSpec("results-dir", "export: the allure-results directory written.", ("export",)),
     OutputSpec("receipt-path", "export: the export receipt.", ("export",)),
     OutputSpec("receipt-sha256", "export: SHA-256 of the export receipt's bytes; pass it to upload and verify as a "
@@ -254,7 +260,7 @@ OUTPUTS_BY_NAME: dict[str, OutputSpec] = {spec.name: spec for spec in OUTPUTS}
 
 # Phases that may hold the TestOps token, and those that must not even see the variable.
 TOKEN_PHASES = frozenset({"bootstrap", "launch", "select", "upload", "verify", "reconcile"})
-WORKER_PHASES = frozenset({"verify-selection", "export", "cell"})
+WORKER_PHASES = frozenset({"verify-selection", "collect-cells", "export", "cell"})
 TOKEN_VARIABLES = ("ALLURE_TOKEN", "TESTOPS_TOKEN")
 
 

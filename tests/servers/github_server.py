@@ -12,6 +12,7 @@ Routes (the name in brackets is the fault-injection key)::
     GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}    [run_attempt]
     GET /repos/{o}/{r}/actions/runs/{id}/artifacts       [run_artifacts]   per_page, page, name
     GET /repos/{o}/{r}/actions/workflows/{id|file}/runs  [workflow_runs]   branch, status, per_page, page
+    GET /repos/{o}/{r}/actions/runs/{id}/attempts/{n}/jobs [attempt_jobs] per_page, page
     GET /repos/{o}/{r}/actions/artifacts                 [repo_artifacts]  per_page, page, name
     GET /repos/{o}/{r}/actions/artifacts/{id}            [artifact]
     GET /repos/{o}/{r}/actions/artifacts/{id}/zip        [artifact_zip]    302 -> blob host path
@@ -36,13 +37,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -116,6 +120,8 @@ class GitHubServer:
         self._runs: dict[int, dict[str, Any]] = {}
         self._artifacts: dict[int, _Artifact] = {}
         self._faults: dict[str, list[Fault]] = {}
+        self._jobs: dict[tuple[int, int], list[dict[str, Any]]] = {}  # (run id, attempt) -> job documents
+        self._stores: dict[int, tuple[Path, Callable[[str], str | None], str]] = {}
         self._next_id = 10_000
         self.log: list[RequestRecord] = []
         self._httpd: ThreadingHTTPServer | None = None
@@ -314,6 +320,73 @@ class GitHubServer:
             }
             self._artifacts[aid] = _Artifact(doc, data, repository, run_id, chunked)
         return doc
+
+    def add_job(self, run_id: int, attempt: int, name: str, *, conclusion: str | None = "success",
+                steps: list[dict[str, Any]] | None = None, job_id: int | None = None) -> dict[str, Any]:
+        """A job of one run attempt, as ``GET .../runs/{id}/attempts/{n}/jobs`` lists it (REST docs, "Workflow
+        jobs"): ``steps`` are ``{name, status, conclusion, number, started_at, completed_at}``."""
+        with self._lock:
+            run = self._runs[run_id]
+            jid = job_id if job_id is not None else self._new_id()
+            steps = [dict(step, number=step.get("number", index + 1)) for index, step in enumerate(steps or [])]
+            times = [t for step in steps for t in (step.get("started_at"), step.get("completed_at")) if t]
+            doc = {
+                "id": jid, "run_id": run_id, "run_attempt": attempt, "node_id": f"CR_{jid}",
+                "head_sha": run.get("head_sha"), "head_branch": run.get("head_branch"),
+                "url": f"/repos/{run['_repository']}/actions/jobs/{jid}",
+                "html_url": f"https://github.com/{run['_repository']}/actions/runs/{run_id}/job/{jid}",
+                "status": "completed" if conclusion is not None else "in_progress", "conclusion": conclusion,
+                "started_at": min(times) if times else run["created_at"],
+                "completed_at": max(times) if times and conclusion is not None else None,
+                "name": name, "steps": steps, "labels": ["ubuntu-latest"], "runner_name": "GitHub Actions 2",
+                "workflow_name": run.get("name", "workflow"),
+            }
+            self._jobs.setdefault((run_id, attempt), []).append(doc)
+        return doc
+
+    def mirror_artifact_store(self, run_id: int, store: Path, job_name: Callable[[str], str | None],
+                              upload_step: str) -> None:
+        """Serve the artifacts the e2e upload stand-in writes into ``store`` (tests/e2e/README.md) as this
+        run's artifacts, and its upload records as the run's jobs: each cell artifact's upload becomes a job
+        named ``job_name(artifact name)`` whose step ``upload_step`` has the recorded times and conclusion.
+        Read again at every request, so what an act run uploads (or an attack writes) shows up as it happens."""
+        with self._lock:
+            self._stores[run_id] = (store, job_name, upload_step)
+
+    def _sync_store(self, run_id: int) -> None:
+        """Bring the artifacts and jobs of a mirrored store up to date (called under the lock)."""
+        mirrored = self._stores.get(run_id)
+        if mirrored is None:
+            return
+        store, job_name, upload_step = mirrored
+        run = self._runs[run_id]
+        metas = {}
+        for meta in sorted((store / ".meta").glob("*.json")) if (store / ".meta").is_dir() else []:
+            record = json.loads(meta.read_text(encoding="utf-8"))
+            if (store / record["name"]).is_dir():
+                metas[int(record["id"])] = record
+        for aid in [a for a, art in self._artifacts.items() if art.run_id == run_id and a not in metas]:
+            del self._artifacts[aid]  # deleted from the store: gone from the run
+        for aid, record in metas.items():
+            if aid in self._artifacts:
+                continue
+            data = _zip_directory(store / record["name"])
+            doc = self.add_artifact(run_id, record["name"], data, artifact_id=aid)
+            doc["created_at"] = doc["updated_at"] = record["created_at"]
+        jobs = []
+        for upload in sorted((store / ".uploads").glob("*.json")) if (store / ".uploads").is_dir() else []:
+            record = json.loads(upload.read_text(encoding="utf-8"))
+            name = job_name(record["artifact"])
+            if name is None:
+                continue
+            jid = int(hashlib.sha256(upload.name.encode()).hexdigest()[:8], 16)
+            step = {"name": upload_step, "status": "completed", "conclusion": record["conclusion"],
+                    "started_at": record["started_at"], "completed_at": record["completed_at"]}
+            jobs.append((name, record["conclusion"], step, jid))
+        attempt = int(run.get("run_attempt") or 1)
+        self._jobs[(run_id, attempt)] = []
+        for name, conclusion, step, jid in jobs:
+            self.add_job(run_id, attempt, name, conclusion=conclusion, steps=[step], job_id=jid)
 
     def fault(self, route: str, status: int = 503, *, times: int = 1, retry_after: str | None = None,
               delay: float = 0.0, body: bytes | None = None, cut: str | None = None) -> None:
@@ -525,10 +598,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
             if route == "repo":
                 return self._json(200, owner._minimal_repo(repo["full_name"], base))
-            if route in ("run", "run_attempt", "run_artifacts"):
+            if route in ("run", "run_attempt", "run_artifacts", "attempt_jobs"):
                 run = owner._runs.get(int(params["run_id"]))
                 if run is None or run["_repository"].lower() != repo["full_name"].lower():
                     return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+                owner._sync_store(run["id"])
+                if route == "attempt_jobs":
+                    jobs = owner._jobs.get((run["id"], int(params["attempt"])), [])
+                    return self._job_page(jobs, query)
                 if route == "run":
                     return self._json(200, owner._render_run(run, base))
                 if route == "run_attempt":
@@ -544,6 +621,8 @@ class _Handler(BaseHTTPRequestHandler):
             if route == "repo_artifacts":
                 items = [a for a in owner._artifacts.values() if a.repository.lower() == repo["full_name"].lower()]
                 return self._page(items, query, base)
+            for run_id in list(owner._stores):
+                owner._sync_store(run_id)
             art = owner._artifacts.get(int(params["artifact_id"]))
             if art is None or art.repository.lower() != repo["full_name"].lower():
                 return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
@@ -614,6 +693,20 @@ class _Handler(BaseHTTPRequestHandler):
             links += [link(page + 1, "next"), link(last, "last")]
         return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
 
+    def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
+        try:
+            per_page = max(1, min(100, int(query.get("per_page", "30"))))
+            page = max(1, int(query.get("page", "1")))
+        except ValueError:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        chunk = jobs[(page - 1) * per_page: page * per_page]
+        last = max(1, -(-len(jobs) // per_page))
+        headers = None
+        if page < last:
+            here = urlsplit(self.path).path
+            headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
+        return self._json(200, {"total_count": len(jobs), "jobs": copy.deepcopy(chunk)}, headers=headers)
+
     def _blob(self, params: dict[str, str], query: dict[str, str]) -> int:
         if "Authorization" in self.headers:
             # Storage hosts reject a second credential next to the signed URL; so do we.
@@ -658,6 +751,16 @@ class _Handler(BaseHTTPRequestHandler):
         return status
 
 
+def _zip_directory(root: Path) -> bytes:
+    """A deterministic zip of a directory (sorted names, fixed times): the same files, the same digest."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(2026, 1, 1, 0, 0, 0))
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
 def _chunks(data: bytes, size: int) -> Iterator[bytes]:
     for start in range(0, len(data), size):
         yield data[start:start + size]
@@ -687,6 +790,9 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]]:
         if len(rest) == 5 and rest[3] == "attempts" and rest[4].isdigit():
             params["attempt"] = rest[4]
             return "run_attempt", params
+        if len(rest) == 6 and rest[3] == "attempts" and rest[4].isdigit() and rest[5] == "jobs":
+            params["attempt"] = rest[4]
+            return "attempt_jobs", params
         return "unknown", {}
     if len(rest) == 4 and rest[:2] == ["actions", "workflows"] and rest[3] == "runs" and rest[2]:
         params["workflow"] = rest[2]

@@ -13,6 +13,7 @@ PHASE_MODULES: dict[str, str] = {
     "launch": "launch",
     "select": "select",
     "verify-selection": "verify_selection",
+    "collect-cells": "collect_cells",
     "export": "export",
     "upload": "upload",
     "verify": "verify",

@@ -31,6 +31,8 @@ from testops_evidence.evidence.tree import is_empty_or_absent, write_new
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, pretty_json, sha256_bytes, write_once
 
+COLLECTED = "collect-cells.json"  # phases/collect_cells.py writes it in this job's state directory
+
 
 def in_actions(ctx: PhaseContext) -> bool:
     """Inside a GitHub Actions run, as opposed to a rehearsal or a local runner with `local`."""
@@ -76,6 +78,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
         else:
             files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix,
                                                   jobs=list(workers.jobs), **facts)
+    if workers is not None and workers.collected is not None:
+        _match_collected(workers, present, selection.digest)
     else:
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
                              "case is exported as broken (not recorded)")
@@ -141,12 +145,30 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
 
 class Workers:
-    """Per-worker artifacts: the name prefix of their directories and the matrix plan's jobs."""
+    """Per-worker artifacts: the name prefix of their directories, the matrix plan's jobs, and — when
+    ``collect-cells`` ran in this job — what it verified about each worker's artifact."""
 
-    def __init__(self, prefix: str, jobs: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, prefix: str, jobs: dict[str, tuple[str, ...]], collected: dict[str, Any] | None) -> None:
         self.prefix = prefix
         self.jobs = jobs
         self.owners = {key: job for job, keys in jobs.items() for key in keys}
+        self.collected = collected
+
+
+def _match_collected(workers: Workers, present: list[str], selection_sha256: str) -> None:
+    """The downloaded artifact directories must be exactly the artifacts collect-cells verified: one that is
+    missing was replaced after the check (another id: not downloaded), one that is extra was never checked."""
+    receipt = workers.collected or {}
+    if receipt.get("selection-sha256") != selection_sha256:
+        raise Refusal("export.worker_artifact", "collect-cells in this job checked the artifacts of another "
+                      "selection", field="collect-cells.json", expected=selection_sha256,
+                      actual=receipt.get("selection-sha256"))
+    verified = {str(w["job"]) for w in receipt.get("workers", []) if isinstance(w, dict) and w.get("artifact")}
+    for job in sorted(set(present) ^ verified):
+        state = "was not verified by collect-cells" if job in present else "was verified but is missing"
+        raise Refusal("export.worker_artifact", f"the artifact of worker {job!r} {state}: only the artifacts "
+                      "collect-cells bound to their worker's upload step are read", field=job,
+                      expected=sorted(verified)[:20], actual=sorted(present)[:20])
 
 
 def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: int) -> Workers | None:
@@ -157,7 +179,8 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
     if prefix is None:
         return None
     plan = plan_matrices(cases, contract.lanes)
-    return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs())
+    collected = ctx.state.read_receipt(COLLECTED) if ctx.state.has(COLLECTED) else None
+    return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs(), collected if isinstance(collected, dict) else None)
 
 
 def _write_results(
@@ -250,6 +273,10 @@ def _summary(
 ) -> str:
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
+    elif workers.collected is not None:
+        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells: {len(present)} "
+                  f"of {len(workers.jobs)} worker artifacts present; every cell came from the job the matrix "
+                  "plan assigned its case to")
     else:
         missing = len(workers.jobs) - len(present)
         origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"

@@ -13,6 +13,8 @@ job, and each job's artifact is ``<artifact-prefix>-cells-<run attempt>-<job>``:
         <case-key>/<any>.eval               an Inspect AI log of that case, adapted at export
         <case-key>/inspect-logs/            Inspect AI logs (``*.eval``, ``*.json``), adapted at export
         <case-key>/promptfoo/               promptfoo results files (``*.json``), adapted at export
+        testops-evidence-worker.json        the worker record: its job and selection (the template's case
+                                            loop writes it, so a worker's artifact is never empty)
 
 A file is attributed to a case by its path, and accepted only from the job the plan assigned that case
 to: a directory the plan does not know, a file the layout does not allow, or a cell for a case of
@@ -59,9 +61,11 @@ from testops_evidence.evidence.cells import (
     is_case_scoped,
 )
 from testops_evidence.evidence.tree import Entry, list_dir
-from testops_evidence.safeio import read_safe, sha256_bytes
+from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
+WORKER_RECORD = "testops-evidence-worker.json"
+WORKER_RECORD_SCHEMA = "testops-evidence/worker-record/v1"
 INSPECT_DIR = "inspect-logs"
 PROMPTFOO_DIR = "promptfoo"
 
@@ -333,11 +337,29 @@ class _Reader:
             files += self.worker_artifact(entry.name, job)
         return files, present
 
+    def worker_record(self, relpath: str, job: str) -> None:
+        """The record a worker leaves beside its cells must name this job and this selection; anything else
+        is an artifact of another worker, campaign or run (``export.worker_artifact``)."""
+        try:
+            document = parse_json_bytes(read_safe(self.root, relpath, limit=CELL_LIMIT), relpath)
+        except Refusal:
+            document = None
+        fields = document if isinstance(document, dict) else {}
+        expected = {"schema": WORKER_RECORD_SCHEMA, "job": job, "selection-sha256": self.selection_sha256}
+        for name, value in expected.items():
+            if fields.get(name) != value:
+                raise Refusal("export.worker_artifact", f"{relpath} is not the record of worker {job!r} for this "
+                              f"selection ({name} differs)", field=f"{relpath}/{name}", expected=value,
+                              actual=fields.get(name) if isinstance(fields.get(name), str | int | None) else "?")
+
     def worker_artifact(self, directory: str, job: str) -> list[CellFile]:
         files: list[CellFile] = []
         for entry in list_dir(self.root, directory):
             relpath = f"{directory}/{entry.name}"
             if entry.name.startswith("."):
+                continue
+            if entry.name == WORKER_RECORD and not entry.is_dir:
+                self.worker_record(relpath, job)
                 continue
             stem = entry.name[:-len(".json")] if not entry.is_dir and entry.name.endswith(".json") else None
             key = entry.name if entry.is_dir else stem
