@@ -268,14 +268,15 @@ def copy_action(into: Path) -> Path:
     return into
 
 
-def make_repo(path: Path, contract: str, caller: str, template: str, extra: dict[str, str]) -> tuple[Path, str]:
+def make_repo(path: Path, contract: str, caller: str, template: str, extra: dict[str, str],
+              case_command: str = CASE_COMMAND) -> tuple[Path, str]:
     (path / ".github" / "workflows").mkdir(parents=True)
     (path / "evals").mkdir()
     (path / WORKFLOW).write_text(caller, encoding="utf-8")
     shutil.copy2(ROOT / "workflows-templates" / template,
                  path / ".github" / "workflows" / f"testops-evidence-{template}")
     (path / ".github" / "testops-evidence.yml").write_text(contract, encoding="utf-8")
-    (path / "evals" / "run_case.py").write_text(CASE_COMMAND, encoding="utf-8")
+    (path / "evals" / "run_case.py").write_text(case_command, encoding="utf-8")
     for name, text in extra.items():
         (path / name).write_text(text, encoding="utf-8")
     git(path, "init", "-q", "-b", "main")
@@ -309,11 +310,12 @@ def github() -> Iterator[GitHubServer]:
 
 def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str, Any] | None = None,
             testops: TestOpsServer | None = None, caller: str = CALLER, template: str = "campaign.yml",
-            contract: str | None = None, extra: dict[str, str] | None = None) -> ActRun:
+            contract: str | None = None, extra: dict[str, str] | None = None,
+            case_command: str = CASE_COMMAND) -> ActRun:
     actor_id = 1234567
     if contract is None:
         contract = contract_text(actor_id, testops.url if testops is not None else None)
-    repo, sha = make_repo(tmp_path / "repo", contract, caller, template, extra or {})
+    repo, sha = make_repo(tmp_path / "repo", contract, caller, template, extra or {}, case_command)
     action = copy_action(tmp_path / "action")
     run = github.add_run(REPOSITORY, 1, run_number=1, run_attempt=1, head_sha=sha, path=WORKFLOW,
                          actor_id=actor_id, actor_login="nektos/act")
