@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from evidence_support import HEAD_SHA, RUN_ID, actions_env, bound_to, cell, make_selection, small_contract, write_contract
+from evidence_support import (
+    HEAD_SHA,
+    RUN_ID,
+    actions_env,
+    bound_to,
+    cell,
+    make_selection,
+    small_contract,
+    write_contract,
+)
 from helpers import PhaseRun, run_mode
 from servers.github_server import GitHubServer
 from testops_evidence.evidence.matrix import plan_matrices

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from test_act_e2e import CASES, ActRun, act_binary, github, run_act, summaries_of  # noqa: F401 (fixtures)
+from test_act_e2e import CASES, ActRun, run_act, summaries_of
 
 pytestmark = pytest.mark.act
 
