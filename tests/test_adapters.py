@@ -167,7 +167,7 @@ def test_missing_checks_are_not_recorded_and_break_the_case() -> None:
     assert checks["answer-grounded"] == {"id": "answer-grounded", "passed": False, "message":
                                          "not recorded: 1 of 1 mapped test(s) did not run (test_answer_grounded: flaky)"}
     assert checks["cleanup"] == {"id": "cleanup", "passed": False,
-                                 "message": "not recorded: no test case of the report measured this check"}
+                                 "message": "not recorded: no test case of the report ran for this check"}
     assert "not recorded: answer-grounded, cleanup" in document["message"]
 
 
