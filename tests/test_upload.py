@@ -74,7 +74,8 @@ def test_upload_then_verify_on_the_files_backend(tmp_path: Path, exported: dict[
 
     verify = phase("verify", tmp_path, exported)
     assert verify.exit_code == 1, verify.summary  # verified, but not every case passed
-    assert verify.outputs == {"verified-count": "3", "all-passed": "false"}
+    assert {k: v for k, v in verify.outputs.items() if not k.startswith("attestation")} == {
+        "verified-count": "3", "all-passed": "false"}
     assert "the publication is complete, but not every case passed" in verify.summary
     assert "budget-stop" in verify.summary
 
@@ -426,3 +427,48 @@ def test_the_history_comes_from_the_newest_earlier_run_with_a_history_artifact(t
         assert len(history) == 1 and "starts a new history" in run.log
     assert requests.count("workflow_runs") == 1
     assert token not in run.summary and token not in (tmp_path / "second" / "upload.json").read_text()
+
+
+# --- the publication attestation (issue 12, point 7) ---------------------------------------------------------
+
+
+def test_verify_attests_the_publication_and_the_attestation_is_rechecked_later(tmp_path: Path,
+                                                                              exported: dict[str, str]) -> None:
+    assert phase("upload", tmp_path, exported).exit_code == 0
+    verify = phase("verify", tmp_path, exported)
+    assert verify.exit_code == 1, verify.summary
+    statement_path = Path(verify.outputs["attestation-path"])
+    assert statement_path == tmp_path / "state" / "publication.intoto.json"
+    statement = json.loads(statement_path.read_text())
+    receipt_bytes = (tmp_path / "allure-results-receipt.json").read_bytes()
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == "https://testops-evidence.dev/attestation/publication/v1"
+    names = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    assert names["allure-results-receipt.json"] == hashlib.sha256(receipt_bytes).hexdigest()
+    published = tmp_path / "state" / "published" / "allure-results"
+    assert {n for n in names if n.startswith("allure-results/")} == {f"allure-results/{p.name}"
+                                                                      for p in published.iterdir()}
+    predicate = statement["predicate"]
+    assert (predicate["selection-sha256"], predicate["receipt-sha256"], predicate["backend"]) == (
+        exported["selection-sha256"], exported["receipt-sha256"], "files")
+    assert predicate["verified"] == {"results": 3, "passed": 1, "failed": 1, "broken": 1, "all-passed": False}
+    assert predicate["commit"] == actions_env()["GITHUB_SHA"] and predicate["run"]["run-attempt"] == 1
+    assert json.loads(Path(verify.outputs["attestation-predicate-path"]).read_text()) == predicate
+
+    # An auditor, later, with nothing but the files and the statement:
+    check = run_mode("verify-attestation", tmp_path, {"attestation": str(statement_path)}, actions=False)
+    assert check.exit_code == 0, check.summary
+    assert f"{len(names)} files" in check.log
+    victim = next(published.glob("*-result.json"))
+    victim.chmod(0o600)
+    victim.write_text(victim.read_text().replace('"failed"', '"passed"'))
+    check = run_mode("verify-attestation", tmp_path, {"attestation": str(statement_path)}, actions=False)
+    assert (check.exit_code, check.outputs["error-code"]) == (3, "attestation.mismatch")
+
+
+def test_verify_attestation_refuses_a_statement_of_another_kind(tmp_path: Path) -> None:
+    other = tmp_path / "other.intoto.json"
+    other.write_text(json.dumps({"_type": "https://in-toto.io/Statement/v1", "subject": [],
+                                 "predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}))
+    check = run_mode("verify-attestation", tmp_path, {"attestation": str(other)}, actions=False)
+    assert (check.exit_code, check.outputs["error-code"]) == (3, "attestation.invalid")

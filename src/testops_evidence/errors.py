@@ -355,6 +355,16 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("export.receipt", _I, "the export receipt is invalid or does not match the selection",
               "Upload the receipt that export wrote beside the results, unchanged, from the same run attempt.",
               cause="The receipt was edited, or the results artifact of another attempt was downloaded."),
+        _spec("attestation.invalid", _I, "the file is not a testops-evidence publication attestation (an in-toto "
+              "Statement v1 with the publication predicate)",
+              "Pass the `publication.intoto.json` that verify wrote (its `attestation-path` output), or the statement "
+              "of a bundle `gh attestation download` fetched.",
+              cause="Another kind of file, a statement of another tool, or a statement edited by hand."),
+        _spec("attestation.mismatch", _I, "a file the attestation names does not hash to its digest, or is missing",
+              "Do not trust these files as this publication: compare them with the published copy the statement "
+              "was made from (the refusal names the file).",
+              cause="A published file or the receipt changed after verify attested them, or a base directory that "
+                    "holds another publication."),
         # --- upload and verify ---------------------------------------------------------------------
         _spec("upload.already_started", _I, "a once-marker shows this upload already started",
               "Run `mode: reconcile` to observe TestOps before anything is re-sent.",

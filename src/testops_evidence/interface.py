@@ -25,7 +25,7 @@ MODES: tuple[str, ...] = (
 )
 # Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
 # helper that writes a cell result from JUnit XML / allure-results / Inspect AI logs / promptfoo results.
-COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell")
+COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell", "verify-attestation")
 
 ALL = "*"  # every action mode; a CLI-only command names the inputs it takes itself
 CLI_ONLY: tuple[str, ...] = tuple(command for command in COMMANDS if command not in MODES)
@@ -191,6 +191,11 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("out", "the cell result file to write (once; never overwritten)", ("cell",)),
     OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
+    OptionSpec("attestation", "the publication attestation to check (verify's publication.intoto.json)",
+               ("verify-attestation",)),
+    OptionSpec("published", "the directory that holds the attested files: `<results>/` and `<results>-receipt.json` "
+               "(default: the attestation's directory's `published/`, as verify leaves it for the files backend)",
+               ("verify-attestation",)),
 )
 
 
@@ -249,6 +254,10 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
     OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
     OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),
+    OutputSpec("attestation-path", "verify: the in-toto Statement v1 attesting the publication "
+               "(`<state-dir>/publication.intoto.json`; subjects: the receipt and every published file).", ("verify",)),
+    OutputSpec("attestation-predicate-path", "verify: its predicate alone (`<state-dir>/publication.predicate.json`), "
+               "for `actions/attest`'s `predicate-path`.", ("verify",)),
     OutputSpec("imported-count", "import: cells imported.", ("import",)),
     OutputSpec("duplicate-count", "import: cells already in the ledger (no-op).", ("import",)),
     OutputSpec("ledger-path", "import: the ledger file.", ("import",)),

@@ -22,4 +22,5 @@ PHASE_MODULES: dict[str, str] = {
     "check": "check",
     "rehearse": "rehearse",
     "cell": "cell",
+    "verify-attestation": "verify_attestation",
 }

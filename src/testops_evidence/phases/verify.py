@@ -16,10 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import summary
+from testops_evidence import __version__, summary
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.evidence import attestation
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.runner import PhaseContext, PhaseResult
 
@@ -44,12 +45,20 @@ def run(ctx: PhaseContext) -> PhaseResult:
     all_passed = receipt.all_passed
     ctx.state.write_receipt("verify.json", {"backend": backend, "receipt-sha256": receipt.sha256,
                                             "verified-count": verified, "all-passed": all_passed, **facts})
+    # The attestation of what was published, from what (evidence/attestation.py): written only now that the
+    # publication is proven; the predicate alone too, for actions/attest to sign.
+    statement = attestation.statement(receipt, publication, str(receipt.document["results-dir"]),
+                                      version=__version__)
+    statement_path = ctx.state.write_receipt(attestation.STATEMENT_NAME, statement)
+    predicate_path = ctx.state.write_receipt(attestation.PREDICATE_NAME, statement["predicate"])
     counts = receipt.counts
     statuses = ", ".join(f"{counts[s]} {s}" for s in ("passed", "failed", "broken") if counts[s])
     headline = (f"✅ Verified {verified} published results ({statuses}); every case passed." if all_passed else
                 f"❌ Verified {verified} published results ({statuses}): the publication is complete, but not every "
                 "case passed.")
     rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
+            ("attestation", summary.Markdown(f"{summary.code(statement_path)} (in-toto Statement v1, "
+                                             f"{len(statement['subject'])} subjects)")),
             *((name, value) for name, value in facts.items() if not isinstance(value, dict | list))]
     body: str = summary.table(("", ""), rows)
     not_passed = [r for r in receipt.results if r["status"] != "passed"]
@@ -57,7 +66,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
         body += "\n### Cases that did not pass (published as such)\n\n" + summary.table(
             ("", "case", "status", "reason"),
             [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
-    return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed},
+    return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
+                                                   "attestation-path": str(statement_path),
+                                                   "attestation-predicate-path": str(predicate_path)},
                        summary=body, exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED)
 
 

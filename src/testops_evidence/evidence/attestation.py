@@ -1,0 +1,118 @@
+"""The publication attestation: an in-toto Statement v1 that names exactly what was published, from what.
+
+``verify`` writes it after the publication is proven (``<state-dir>/publication.intoto.json``, its predicate
+alone beside it as ``publication.predicate.json`` for ``actions/attest``),
+so an auditor can later prove, with nothing but the files, what this run published:
+
+* ``subject``: the export receipt and every file of the published results directory, each by name and
+  SHA-256 (the receipt's own digest binds the rows; the files' digests bind the results);
+* ``predicateType``: :data:`PREDICATE_TYPE`;
+* ``predicate``: the campaign, the run (repository, id, attempt, URL, workflow), the evaluated commit, the
+  contract, selection and receipt digests, the backend, the launch (TestOps) or the published directory
+  (files), and the verified counts.
+
+The statement follows the in-toto Attestation Framework's Statement layer
+(https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md): ``_type``
+``https://in-toto.io/Statement/v1``, ``subject`` a list of resource descriptors with a ``digest`` map,
+``predicateType`` a URI. It is written unsigned; the campaign template can sign and store it with
+``actions/attest`` (Sigstore, GitHub's attestation store). ``verify-attestation`` re-checks a statement
+against the files (:func:`check_statement`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from testops_evidence.errors import Refusal
+from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://testops-evidence.dev/attestation/publication/v1"
+STATEMENT_NAME = "publication.intoto.json"  # in the state directory
+PREDICATE_NAME = "publication.predicate.json"
+STATEMENT_LIMIT = 64 * 1024 * 1024
+
+
+def subjects(receipt: Any, results_name: str) -> list[dict[str, Any]]:
+    """The receipt and every file it lists, named as published: ``<results>-receipt.json``, ``<results>/<file>``."""
+    found = [{"name": f"{results_name}-receipt.json", "digest": {"sha256": receipt.sha256}}]
+    for name, digest in sorted(receipt.expected_files().items()):
+        found.append({"name": f"{results_name}/{name}", "digest": {"sha256": digest}})
+    return found
+
+
+def predicate(receipt: Any, publication: Mapping[str, Any], *, version: str) -> dict[str, Any]:
+    document = receipt.document
+    context = document["context"]
+    counts = dict(receipt.counts)
+    return {
+        "campaign": document["campaign"],
+        "run": {key: context.get(key) for key in ("repository", "run-id", "run-attempt", "run-url",
+                                                  "workflow-path", "workflow-ref", "event", "local")},
+        "commit": context.get("head-sha"),
+        "contract-sha256": document["contract-sha256"],
+        "selection-sha256": document["selection-sha256"],
+        "receipt-sha256": receipt.sha256,
+        "backend": publication.get("backend"),
+        "launch": ({"id": publication.get("launch-id"), "url": publication.get("launch-url"),
+                    "job-run-id": publication.get("job-run-id")} if publication.get("backend") == "testops"
+                   else None),
+        "published-to": publication.get("launch-url"),
+        "verified": {"results": counts["total"], **{s: counts[s] for s in ("passed", "failed", "broken")},
+                     "all-passed": counts["passed"] == counts["total"]},
+        "verifier": {"name": "testops-evidence", "version": version},
+    }
+
+
+def statement(receipt: Any, publication: Mapping[str, Any], results_name: str, *, version: str) -> dict[str, Any]:
+    return {"_type": STATEMENT_TYPE, "subject": subjects(receipt, results_name), "predicateType": PREDICATE_TYPE,
+            "predicate": predicate(receipt, publication, version=version)}
+
+
+def _refuse(message: str, **details: Any) -> Refusal:
+    return Refusal("attestation.mismatch", message, **details)
+
+
+def load_statement(path: str | os.PathLike[str]) -> dict[str, Any]:
+    from testops_evidence.evidence.selection import read_document_bytes
+
+    document = parse_json_bytes(read_document_bytes(path, STATEMENT_LIMIT), f"the attestation {os.fspath(path)}")
+    if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:
+        raise Refusal("attestation.invalid", f"{os.fspath(path)} is not an in-toto Statement v1", field="_type",
+                      expected=STATEMENT_TYPE, actual=document.get("_type") if isinstance(document, dict) else None)
+    if document.get("predicateType") != PREDICATE_TYPE:
+        raise Refusal("attestation.invalid", f"{os.fspath(path)} does not attest a testops-evidence publication",
+                      field="predicateType", expected=PREDICATE_TYPE, actual=document.get("predicateType"))
+    listed = document.get("subject")
+    if not isinstance(listed, list) or not listed or not isinstance(document.get("predicate"), dict):
+        raise Refusal("attestation.invalid", f"{os.fspath(path)} has no subjects or no predicate", field="subject",
+                      expected="a list of subjects and a predicate object", actual=None)
+    for item in listed:
+        digest = item.get("digest") if isinstance(item, dict) else None
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(digest, dict)
+                and isinstance(digest.get("sha256"), str)):
+            raise Refusal("attestation.invalid", f"{os.fspath(path)} has a subject without a name and a sha256",
+                          field="subject", expected="{name, digest: {sha256}}", actual=str(item)[:120])
+    return document
+
+
+def check_statement(document: Mapping[str, Any], base: Path) -> int:
+    """Every subject, read safely below ``base``, must hash to its digest, and the predicate's receipt digest
+    must be the receipt subject's (``attestation.mismatch``). Returns the number of files checked."""
+    subjects_by_name = {str(item["name"]): str(item["digest"]["sha256"]) for item in document["subject"]}
+    receipts = [name for name in subjects_by_name if name.endswith("-receipt.json") and "/" not in name]
+    if len(receipts) != 1:
+        raise _refuse("the attestation names no single export receipt among its subjects", field="subject",
+                      expected="one <results>-receipt.json", actual=receipts[:5])
+    if document["predicate"].get("receipt-sha256") != subjects_by_name[receipts[0]]:
+        raise _refuse("the predicate's receipt digest is not the receipt subject's", field="predicate/receipt-sha256",
+                      expected=subjects_by_name[receipts[0]], actual=document["predicate"].get("receipt-sha256"))
+    for name, digest in sorted(subjects_by_name.items()):
+        actual = sha256_bytes(read_safe(base, name, limit=STATEMENT_LIMIT))
+        if actual != digest:
+            raise _refuse(f"{name} does not hash to the digest the attestation names", field=name, expected=digest,
+                          actual=actual)
+    return len(subjects_by_name)
