@@ -591,7 +591,8 @@ def test_a_refused_select_job_leaves_its_failure_artifact(act_binary: Path, tmp_
     failure, summaries = failure_artifact(result, "testops-evidence-failure-select-1")
     assert (failure["mode"], failure["code"]) == ("select", "contract.unknown_case")
     assert "contract.unknown_case" in summaries["select.md"]
-    assert sorted(p.name for p in result.artifacts.iterdir()) == ["testops-evidence-failure-select-1"]
+    assert sorted(p.name for p in result.artifacts.iterdir() if not p.name.startswith(".")) == [
+        "testops-evidence-failure-select-1"]
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -605,7 +606,8 @@ def test_a_refused_guard_leaves_its_failure_artifact(act_binary: Path, tmp_path:
     failure, summaries = failure_artifact(result, "testops-evidence-failure-guard-1")
     assert (failure["mode"], failure["code"], failure["exit-code"]) == ("guard", "guard.workflow", 3)
     assert "not admitted" in summaries["guard.md"] and "guard.workflow" in summaries["guard.md"]
-    assert sorted(p.name for p in result.artifacts.iterdir()) == ["testops-evidence-failure-guard-1"]
+    assert sorted(p.name for p in result.artifacts.iterdir() if not p.name.startswith(".")) == [
+        "testops-evidence-failure-guard-1"]
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -5,7 +5,7 @@ pass (docs/security.md, threat model). Here the case command *is* that agent: fo
 honest harness, for another it attacks. Every attack must end with **no forged pass published** and a
 **specific code** — a refusal naming the attack, or the attacked case exported as not passed.
 
-The e2e stand-ins keep the artifact store in a directory (tests/e2e/README.md); an attack that writes
+The act stand-ins keep the artifact store in a directory (act/, docs/local.md); an attack that writes
 there directly stands for a process of the agent that reached the Actions runtime token, which can upload
 (and replace) artifacts of the run under any name. The GitHub test server reports the run's jobs and
 artifacts from that store, as the Actions API would.
@@ -45,7 +45,7 @@ key = row["key"]
 passed = key != VICTIM
 digest = os.environ["TESTOPS_EVIDENCE_SELECTION_SHA256"]
 cells = os.path.dirname(os.environ["TESTOPS_EVIDENCE_CELL_RESULT"])
-store = os.environ["TESTOPS_E2E_ARTIFACTS"]  # what the runtime token reaches
+store = os.environ["TESTOPS_EVIDENCE_ACT_ARTIFACTS"]  # what the runtime token reaches
 
 
 def cell(case, ok, selection=digest, attempt=None):

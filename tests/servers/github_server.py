@@ -346,7 +346,7 @@ class GitHubServer:
 
     def mirror_artifact_store(self, run_id: int, store: Path, job_name: Callable[[str], str | None],
                               upload_step: str) -> None:
-        """Serve the artifacts the e2e upload stand-in writes into ``store`` (tests/e2e/README.md) as this
+        """Serve the artifacts the act upload stand-in writes into ``store`` (act/upload-artifact) as this
         run's artifacts, and its upload records as the run's jobs: each cell artifact's upload becomes a job
         named ``job_name(artifact name)`` whose step ``upload_step`` has the recorded times and conclusion.
         Read again at every request, so what an act run uploads (or an attack writes) shows up as it happens."""
