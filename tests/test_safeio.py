@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -257,6 +257,8 @@ try:
     getattr(safeio, sys.argv[1])(Path(sys.argv[2]), b"x" * 100_000)
 except OSError as exc:
     print("OSError", exc.errno)
+except safeio.Refusal as refusal:
+    print(refusal.code)
 else:
     print("written")
 """
@@ -272,7 +274,8 @@ def _write_with_failing_disk(function: str, target: Path) -> str:
 
 
 def test_write_once_never_leaves_a_partial_or_temp_file_when_writing_fails(tmp_path: Path) -> None:
-    assert _write_with_failing_disk("write_once", tmp_path / "receipt.json") == f"OSError {errno.EFBIG}"
+    # A full disk (here: a file-size limit, EFBIG) is a coded refusal, never an OSError (internal.error).
+    assert _write_with_failing_disk("write_once", tmp_path / "receipt.json") == "io.write_failed"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -332,7 +335,7 @@ def test_write_atomic_replaces_a_symlink_instead_of_writing_through_it(tmp_path:
 def test_write_atomic_failure_keeps_the_old_content(tmp_path: Path) -> None:
     target = tmp_path / "ledger.json"
     write_atomic(target, b"old")
-    assert _write_with_failing_disk("write_atomic", target) == f"OSError {errno.EFBIG}"
+    assert _write_with_failing_disk("write_atomic", target) == "io.write_failed"
     assert target.read_bytes() == b"old"
     assert _leftovers(tmp_path) == []
 
@@ -449,3 +452,94 @@ def test_failure_json_is_replaced_atomically(tmp_path: Path) -> None:
     state.write_failure({"code": "b"})
     assert json.loads((state.path / "failure.json").read_text()) == {"code": "b"}
     assert _leftovers(state.path) == []
+
+
+# --- round two (#14): create-once without a window, the state dir's parents, writes that cannot happen ----------
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is Linux's; macOS uses renamex_np")
+def test_write_once_renames_into_place_in_one_system_call() -> None:
+    # The link-then-unlink of the old write_once left, if killed between the two, the whole file with a
+    # second link that every reader refused (io.unsafe_path: 2 hard links): a re-run was blocked.
+    assert safeio.create_once_mechanism() == "renameat2"
+
+
+def test_a_crash_leftover_second_link_is_removed_by_the_reader(tmp_path: Path) -> None:
+    # The exact state a kill between link() and unlink() leaves (the fallback where renameat2 is missing).
+    target = tmp_path / "results-54-receipt.json"
+    target.write_bytes(b'{"ok": true}\n')
+    twin = tmp_path / ".results-54-receipt.json.4242.0a1b2c3d.tmp"
+    os.link(target, twin)
+    assert read_safe(tmp_path, target.name, limit=1024) == b'{"ok": true}\n'
+    assert not twin.exists() and target.stat().st_nlink == 1
+
+
+def test_any_other_second_link_is_still_refused(tmp_path: Path) -> None:
+    target = tmp_path / "receipt.json"
+    target.write_bytes(b"{}")
+    for other in (tmp_path / "copy.json", tmp_path / ".receipt.json.tmp", tmp_path / ".receipt.json.1.x.tmp"):
+        os.link(target, other)
+        with pytest.raises(Refusal) as info:
+            read_safe(tmp_path, target.name, limit=1024)
+        assert info.value.code == "io.unsafe_path" and other.exists()
+        other.unlink()
+
+
+def test_a_state_dir_behind_a_symlinked_parent_in_the_workspace_is_refused(tmp_path: Path) -> None:
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    workspace.mkdir()
+    elsewhere.mkdir()
+    (workspace / ".testops-evidence").symlink_to(elsewhere)  # a checkout can hold this link
+    state = StateDir(workspace / ".testops-evidence" / "state", workspace=str(workspace))
+    with pytest.raises(Refusal) as info:
+        state.check()
+    assert info.value.code == "io.state_dir" and "symbolic link" in info.value.message
+    assert list(elsewhere.iterdir()) == []  # nothing was created through the link
+    with pytest.raises(Refusal):
+        state.write_failure({"code": "x"})
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_state_dir_in_the_workspace_is_created_component_by_component(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    state = StateDir(workspace / ".testops-evidence" / "state", workspace=str(workspace))
+    state.check()
+    assert (workspace / ".testops-evidence" / "state").is_dir()
+    assert stat.S_IMODE((workspace / ".testops-evidence" / "state").stat().st_mode) == 0o700
+
+
+_READ_ONLY_STATE = """
+import os, sys
+from testops_evidence.safeio import StateDir, Refusal
+if os.geteuid() == 0:
+    os.setgid(65534)
+    os.setuid(65534)  # root ignores mode bits; the runner user does not
+try:
+    StateDir(sys.argv[1]).check()
+except Refusal as refusal:
+    print(refusal.code, refusal.message)
+else:
+    print("accepted")
+"""
+
+
+def test_a_read_only_state_dir_is_refused_before_the_phase_writes_anything() -> None:
+    import shutil
+    import subprocess
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="read-only-state-"))  # under /tmp: reachable by the dropped user
+    try:
+        base.chmod(0o755)
+        state = base / "state"
+        state.mkdir(mode=0o500)
+        state.chmod(0o500)
+        if os.geteuid() == 0:
+            os.chown(state, 65534, 65534)
+        done = subprocess.run([sys.executable, "-c", _READ_ONLY_STATE, str(state)], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert done.stdout.startswith("io.state_dir") and "cannot be written" in done.stdout, (
+            done.stdout + done.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

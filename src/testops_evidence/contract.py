@@ -448,6 +448,13 @@ def _semantic_problems(document: dict[str, Any]) -> list[Problem]:
                                  "testops section requires", expected="a TestOps test case id"))
     testops = document.get("testops")
     if testops is not None:
+        from testops_evidence.endpoints import check_endpoint
+
+        try:
+            check_endpoint(testops["endpoint"], code="contract.invalid", field="/testops/endpoint")
+        except Refusal as refusal:
+            found.append(Problem("/testops/endpoint", refusal.message, expected=refusal.expected,
+                                 actual=refusal.actual))
         boot = testops.get("bootstrap-case")
         if testops.get("standing-plan") == "bootstrap" and boot is None:
             found.append(Problem("/testops/bootstrap-case", "standing-plan bootstrap needs a bootstrap-case",

@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                            expected=" | ".join(interface.MODES), actual=mode))
         # failure.json too, as for every other refusal (docs/errors.md): the state dir the phase would have used.
         location = settings.resolve_value("state-dir", {}, env)
-        state = StateDir(location if location and "\x00" not in location else settings.default_state_location(env))
+        state = StateDir(location if location and "\x00" not in location else settings.default_state_location(env),
+                         workspace=env.get("GITHUB_WORKSPACE") or os.getcwd())
         return report_refusal(mode or "testops-evidence", refusal, Runtime(env), state)
     # The phase reads its inputs from INPUT_* itself (Settings: both spellings, stripped, empty = unset),
     # by the same rules as the options build_argv would make of them, so they are not turned into an argv

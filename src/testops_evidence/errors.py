@@ -493,11 +493,17 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Receipts, selections and exports are written once: use a fresh `state-dir` and output path "
               "per run.",
               cause="A phase run twice with the same output path or state directory."),
-        _spec("io.state_dir", _I, "the state directory cannot be created, is a link or not a directory, or "
-              "belongs to another user",
-              "Point `state-dir` at a directory of the job's own user that is not a link (it is created with "
-              "mode 0700), or leave it empty for the default.",
-              cause="A state-dir shared between users (a container running as root, a runner as another user)."),
+        _spec("io.state_dir", _I, "the state directory cannot be created or written, is a link, passes through a "
+              "link inside the workspace, is not a directory, or belongs to another user",
+              "Point `state-dir` at a writable directory of the job's own user, reached without symbolic links "
+              "inside the workspace (it is created with mode 0700), or leave it empty for the default.",
+              cause="A state-dir shared between users (a container running as root, a runner as another user), "
+                    "a checked-out `.testops-evidence` that is a symbolic link, or a read-only mount."),
+        _spec("io.write_failed", _R, "a file could not be written: the disk is full, over quota, read-only or "
+              "not permitted",
+              "Free disk space (or mount a writable directory) and run the step again: what the refusal names "
+              "was not written, and nothing half-written was left to block the re-run.",
+              cause="A full runner disk (large transcripts, caches), a quota, or a read-only mount."),
         _spec("io.missing", _U, "an input file does not exist",
               "Check the path the refusal names (relative to the workspace) and that the step producing it (or "
               "the artifact download) ran before.",

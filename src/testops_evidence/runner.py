@@ -159,8 +159,10 @@ def run_phase(
     # The state dir is found before the other inputs are validated, so that even the refusal of a bad
     # input lands in failure.json.
     state_value = resolve_value("state-dir", cli_values, env)
+    # The workspace is a checkout: below it, the state dir is reached without following links.
     state: StateDir | None = StateDir(state_value if state_value and "\x00" not in state_value
-                                      else default_state_location(env))
+                                      else default_state_location(env),
+                                      workspace=env.get("GITHUB_WORKSPACE") or os.getcwd())
     try:
         settings = Settings.resolve(mode, cli_values, env)
         if "\x00" in (settings.string("state-dir") or ""):

@@ -161,6 +161,8 @@ def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple
         if not stat.S_ISREG(st.st_mode):
             raise Refusal("io.unsafe_path", f"{relpath} is not a regular file", field="path",
                           expected="a regular file", actual=_kind(st.st_mode))
+        if st.st_nlink == 2 and _drop_crash_twin(dir_fd, parts[-1], st):
+            st = os.fstat(fd)
         if st.st_nlink != 1:
             raise Refusal("io.unsafe_path", f"{relpath} has {st.st_nlink} hard links", field="path",
                           expected="nlink == 1", actual=st.st_nlink)
@@ -174,6 +176,27 @@ def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple
         os.close(dir_fd)
         raise
     return dir_fd, fd, st
+
+
+def _drop_crash_twin(dir_fd: int, name: str, st: os.stat_result) -> bool:
+    """Remove the hidden second link a kill in :func:`write_once`'s fallback leaves beside ``name`` (the temp
+    ``.<name>.<pid>.<hex>.tmp``, the same inode in the same directory): the file itself is whole, and
+    nothing outside the directory shares it. Any other second link is left alone (and refused)."""
+    prefix, removed = f".{name}.", False
+    for entry in os.listdir(dir_fd):
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        middle = entry[len(prefix):-len(".tmp")].split(".")
+        if len(middle) != 2 or not middle[0].isdigit() or len(middle[1]) != 8:
+            continue
+        try:
+            twin = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+            if (twin.st_ino, twin.st_dev) == (st.st_ino, st.st_dev) and stat.S_ISREG(twin.st_mode):
+                os.unlink(entry, dir_fd=dir_fd)
+                removed = True
+        except OSError:
+            continue
+    return removed
 
 
 def _kind(mode: int) -> str:
@@ -273,36 +296,124 @@ def _unlink_quietly(path: Path) -> None:
 
 def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
     tmp = directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        raise _write_refusal(directory / name, exc) from None
     try:
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         _unlink_quietly(tmp)
+        if isinstance(exc, OSError):
+            raise _write_refusal(directory / name, exc) from None
         raise
     os.close(fd)
     return tmp
 
 
+# Errors that say the file system cannot take the write (full, over quota, too large, read-only, not
+# permitted): a coded refusal naming the file, never internal.error.
+_WRITE_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+                 errno.EFBIG: "the file is larger than the file system or limit allows",
+                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                 errno.EPERM: "the operation is not permitted"}
+
+
+def _write_refusal(target: Path, exc: OSError) -> Refusal:
+    if exc.errno == errno.EEXIST:
+        return Refusal("io.exists", f"{target} already exists", field="path", expected="no existing file",
+                       actual=str(target))
+    reason = _WRITE_ERRORS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+    return Refusal("io.write_failed", f"{target} could not be written: {reason}", field="path",
+                   expected="a writable file system with free space", actual=str(target))
+
+
+# Create-once by renaming a complete temp file into place only if the name is free, in one system call:
+# Linux renameat2(RENAME_NOREPLACE) (3.15+, glibc 2.28+), macOS renamex_np(RENAME_EXCL) (10.12+). Where
+# neither exists, or the file system refuses the flag (EINVAL; some network file systems), the fallback
+# links the temp to the name (EEXIST if taken) and unlinks the temp: a kill between the two leaves the
+# complete file with a second, hidden link, which readers recognise as this crash's leftover and remove
+# (:func:`_drop_crash_twin`), so it can never block a re-run.
+_RENAME_NOREPLACE = 1  # <linux/fs.h>
+_RENAME_EXCL = 0x00000004  # <stdio.h> on macOS
+_AT_FDCWD = -100
+_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "arm64": 276}
+_NOREPLACE: list[Any] = []  # [(kind, function)] once resolved; empty list: not resolved yet
+
+
+def create_once_mechanism() -> str:
+    """How :func:`write_once` puts a file in place here: ``renameat2``, ``renamex_np`` or ``link``."""
+    return _noreplace()[0]
+
+
+def _noreplace() -> tuple[str, Any]:
+    if not _NOREPLACE:
+        kind: str = "link"
+        function: Any = None
+        try:
+            import ctypes  # here, not at the top: every start imports this module
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if hasattr(libc, "renameat2"):
+                kind, function = "renameat2", libc.renameat2
+            elif hasattr(libc, "renamex_np"):
+                kind, function = "renamex_np", libc.renamex_np
+            elif os.uname().sysname == "Linux" and os.uname().machine in _SYS_RENAMEAT2:
+                number = _SYS_RENAMEAT2[os.uname().machine]
+                syscall = libc.syscall
+                kind, function = "renameat2", lambda *args: syscall(number, *args)
+        except (OSError, AttributeError, ImportError):
+            pass
+        _NOREPLACE.append((kind, function))
+    found: tuple[str, Any] = _NOREPLACE[0]
+    return found
+
+
+def _rename_noreplace(source: Path, target: Path) -> bool:
+    """Rename ``source`` to ``target`` unless ``target`` exists (``FileExistsError``); False when this platform
+    or file system cannot (the caller falls back)."""
+    kind, function = _noreplace()
+    if function is None:
+        return False
+    import ctypes
+
+    src, dst = os.fsencode(source), os.fsencode(target)
+    result = (function(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_NOREPLACE) if kind == "renameat2"
+              else function(src, dst, _RENAME_EXCL))
+    if result == 0:
+        return True
+    error = ctypes.get_errno()
+    if error == errno.EEXIST:
+        raise FileExistsError(error, os.strerror(error), os.fspath(target))
+    if error in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(error, os.strerror(error), os.fspath(target))
+
+
 def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
-    """Create ``path`` exactly once (refuse ``io.exists``); readers never see a partial file."""
+    """Create ``path`` exactly once (refuse ``io.exists``); readers never see a partial file, and no kill at
+    any instruction leaves anything under ``path`` but the whole file (or nothing)."""
     from pathlib import Path
 
     target = Path(path)
     directory = target.parent
     tmp = _write_temp(directory, target.name, data, mode)
     try:
-        # link() fails with EEXIST if the name exists: create-once semantics with complete content.
-        os.link(tmp, target, follow_symlinks=False)
+        if not _rename_noreplace(tmp, target):
+            # link() fails with EEXIST if the name exists: create-once semantics with complete content.
+            os.link(tmp, target, follow_symlinks=False)
     except FileExistsError:
         raise Refusal("io.exists", f"{target} already exists; receipts are written once", field="path",
                       expected="no existing file", actual=str(target)) from None
+    except OSError as exc:
+        raise _write_refusal(target, exc) from None
     finally:
-        _unlink_quietly(tmp)
+        _unlink_quietly(tmp)  # gone already after a rename; the fallback's second link otherwise
     fsync_dir(directory)
     return target
 
@@ -315,23 +426,38 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600
     tmp = _write_temp(target.parent, target.name, data, mode)
     try:
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         _unlink_quietly(tmp)
+        if isinstance(exc, OSError):
+            raise _write_refusal(target, exc) from None
         raise
     fsync_dir(target.parent)
     return target
 
 
-def check_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> None:
-    """Create (or accept) a directory that is ours alone: not a link, owned by us, mode 0700.
+def check_private_dir(path: str | os.PathLike[str], *, what: str = "state directory",
+                      workspace: str | None = None) -> None:
+    """Create (or accept) a directory that is ours alone and that we can write: not a link, reached
+    without a link inside ``workspace``, owned by us, mode 0700, writable.
 
-    Uses ``os`` only (no pathlib), because the runner calls it before every phase, worker phases
-    included, whose start-up must stay near a bare interpreter's.
+    The workspace is a checkout, and a checkout can hold symbolic links: ``.testops-evidence`` committed as
+    a link to elsewhere sent the default state directory (``<workspace>/.testops-evidence/state``) there.
+    Below the workspace every component is opened without following links (created if missing); above
+    it the directories are the runner's own. Writability is tried with a probe file, because a
+    read-only directory passed every other check and the phase failed later, half done (root ignores
+    the mode bits, not a read-only mount). Uses ``os`` only (no pathlib): the runner calls it before every
+    phase, worker phases included, whose start-up must stay near a bare interpreter's.
     """
+    location = os.path.abspath(path)
+    root = os.path.abspath(workspace) if workspace else None
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        if root is not None and location.startswith(root.rstrip(os.sep) + os.sep):
+            _make_below(root, location[len(root.rstrip(os.sep)) + 1:], what)
+        else:
+            os.makedirs(location, mode=0o700, exist_ok=True)
     except OSError as exc:
-        raise Refusal("io.state_dir", f"cannot create the {what} {os.fspath(path)} ({exc.strerror})") from None
+        raise Refusal("io.state_dir", f"cannot create the {what} {os.fspath(path)} ({exc.strerror})",
+                      field="path", expected="a directory the job can create", actual=os.fspath(path)) from None
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise Refusal("io.state_dir", f"the {what} {os.fspath(path)} is not a real directory", field="path",
@@ -341,6 +467,43 @@ def check_private_dir(path: str | os.PathLike[str], *, what: str = "state direct
                       expected=os.getuid(), actual=st.st_uid)
     if st.st_mode & 0o077:
         os.chmod(path, 0o700, follow_symlinks=False)
+    probe = os.path.join(location, f".write-probe-{os.getpid()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        reason = _WRITE_ERRORS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+        raise Refusal("io.state_dir", f"the {what} {os.fspath(path)} cannot be written ({reason})", field="path",
+                      expected="a writable directory", actual=os.fspath(path)) from None
+
+
+def _make_below(root: str, relative: str, what: str) -> None:
+    """Create ``root/relative`` component by component without following a link below ``root``."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    walked = root
+    try:
+        for part in [p for p in relative.split(os.sep) if p and p != "."]:
+            walked = os.path.join(walked, part)
+            if part == "..":
+                raise Refusal("io.state_dir", f"the {what} path goes up with '..' inside the workspace",
+                              field="path", expected="a path without '..'", actual=walked)
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o700, dir_fd=fd)
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise Refusal("io.state_dir", f"the {what} path passes through {walked}, which is a symbolic "
+                                  "link or not a directory (the workspace is a checkout: a link there can send "
+                                  "the state elsewhere)", field="path", expected="real directories below the "
+                                  "workspace", actual=walked) from None
+                raise
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
 
 
 def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
@@ -354,8 +517,9 @@ def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state direc
 class StateDir:
     """Receipts, once-markers and failure.json for one run of the pipeline."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, workspace: str | None = None) -> None:
         self._location = path
+        self._workspace = workspace
         self._path: Path | None = None
         self._ready = False
         # Stages this process once-marked: a refusal's summary says truthfully whether the step changed anything.
@@ -382,7 +546,7 @@ class StateDir:
     def check(self) -> None:
         """Create and check the directory without making a Path (cheap enough for every start)."""
         if not self._ready:
-            check_private_dir(self._location)
+            check_private_dir(self._location, workspace=self._workspace)
             self._ready = True
 
     def receipt_path(self, name: str) -> Path:

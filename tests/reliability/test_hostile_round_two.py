@@ -348,3 +348,182 @@ def test_13_a_multi_line_mode_is_shown_as_one_code_span_in_the_heading(tmp_path:
     run = run_mode("export\n## injected heading", tmp_path, {}, actions_env())
     assert run.outputs["error-code"] == "mode.unknown"
     assert "\n## injected heading" not in run.summary and "`export␤## injected heading`" in run.summary
+
+
+# --- 10. a full disk -------------------------------------------------------------------------------------------------
+
+def _limited(limit: int) -> Callable[[], None]:
+    def preexec() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    return preexec
+
+
+def test_10_a_disk_that_fills_while_export_writes_its_receipt_leaves_nothing_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_export import export, prepare
+
+    options, env = prepare(tmp_path)
+    probe = export(tmp_path, {**options, "results-dir": str(tmp_path / "probe" / "allure-results")}, env)
+    assert probe.exit_code in (0, 1), probe.summary
+    largest = max(p.stat().st_size for p in (tmp_path / "probe" / "allure-results").iterdir())
+    receipt = (tmp_path / "probe" / "allure-results-receipt.json").stat().st_size
+    assert receipt > largest + 200  # so a file-size limit between them fills "the disk" at the receipt
+    # -B: a bytecode file truncated at the limit would break every later import of the module.
+    command = [sys.executable, "-I", "-B", str(Path(__file__).resolve().parents[2] / "bin" / "testops-evidence"),
+               "export", *(f"--{k}={v}" for k, v in options.items()), "--state-dir", str(tmp_path / "state-full")]
+    done = subprocess.run(command, env={**env, "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_ACTIONS": "true",
+                                        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+                                        "TESTOPS_EVIDENCE_SELECTION_SHA256": options["selection-sha256"]},
+                          capture_output=True, text=True, preexec_fn=_limited((largest + receipt) // 2))
+    failure = json.loads((tmp_path / "state-full" / "failure.json").read_text())
+    assert (done.returncode, failure["code"]) == (4, "io.write_failed"), done.stdout + done.stderr
+    assert "nothing of this export was left" in failure["message"]
+    assert not (tmp_path / "out" / "allure-results").exists()  # the re-run is not blocked (io.exists)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [] if (tmp_path / "out").exists() else True
+    rerun = export(tmp_path, options, env)
+    assert rerun.exit_code in (0, 1) and (tmp_path / "out" / "allure-results-receipt.json").exists()
+
+
+# --- 6 and 7. the state dir: a symlinked parent, a read-only directory ------------------------------------------
+
+BIN = Path(__file__).resolve().parents[2] / "bin" / "testops-evidence"
+
+
+def test_6_the_default_state_dir_is_not_written_through_a_linked_parent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from evidence_support import write_contract
+
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    workspace.mkdir()
+    elsewhere.mkdir()
+    write_contract(CONTRACT, workspace / "contract.json")
+    (workspace / ".testops-evidence").symlink_to(elsewhere)  # committed in a fork's checkout
+    done = subprocess.run([sys.executable, "-I", str(BIN), "export", "--contract", "contract.json"], cwd=workspace,
+                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert done.returncode == 3 and "io.state_dir" in done.stdout, done.stdout + done.stderr
+    assert list(elsewhere.iterdir()) == []  # no state dir, no failure.json through the link
+
+
+def _read_only(directory: Path) -> Callable[[], None]:
+    """Make ``directory`` unwritable for this process (root ignores mode bits: the immutable attribute
+    binds root too); returns the undo. Skips where neither is possible."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        return lambda: directory.chmod(0o755)
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(directory)], capture_output=True).returncode != 0:
+        pytest.skip("as root, a read-only directory needs chattr +i (e2fsprogs) on a file system that supports it")
+    return lambda: subprocess.run([chattr, "-i", str(directory)], check=True)
+
+
+def test_7_a_read_only_state_dir_refuses_before_export_writes_anything(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_export import prepare
+
+    options, env = prepare(tmp_path)
+    state = tmp_path / "state-read-only"
+    state.mkdir(mode=0o700)
+    undo = _read_only(state)
+    try:
+        done = subprocess.run([sys.executable, "-I", str(BIN), "export", *(f"--{k}={v}" for k, v in options.items()),
+                               "--state-dir", str(state)],
+                              env={**env, "TESTOPS_EVIDENCE_SELECTION_SHA256": options["selection-sha256"]},
+                              capture_output=True, text=True)
+    finally:
+        undo()
+    assert done.returncode == 3 and "io.state_dir" in done.stdout and "cannot be written" in done.stdout, (
+        done.stdout + done.stderr)
+    assert not (tmp_path / "out").exists()  # no results left to block the re-run
+
+
+# --- 8 and 13. credentials and malformed URLs in the TestOps endpoint ---------------------------------------
+
+SECRET = "tok-SENTINEL-0123456789abcdef"
+
+
+@pytest.mark.parametrize("endpoint,says", [
+    (f"http://user:{SECRET}@testops.example", "holds the TestOps token"),
+    ("http://user:other-password@testops.example", "holds a user name or password"),
+    (f"https://testops.example/{SECRET}/api", "holds the TestOps token"),
+    ("https://testops.example/?api_token=abc123", "has a query or fragment"),
+    ("http://[::1", "is not a valid URL"),
+    ("http://testops.example:99999/", "is not a valid URL"),
+    ("https://", "with a host"),
+])
+def test_8_13_a_bad_endpoint_input_is_refused_without_echoing_a_secret(endpoint: str, says: str) -> None:
+    from testops_evidence.contract import TestOpsConfig
+
+    config = TestOpsConfig(endpoint="https://testops.example", project_id=1, plan_name="p")
+    refusal = refusal_of(lambda: TestOpsClient.configured(config, SECRET, endpoint=endpoint))
+    assert refusal.code == "input.testops-endpoint" and says in refusal.message
+    shown = json.dumps(refusal.to_json()) + str(refusal)
+    assert SECRET not in shown and "other-password" not in shown and "abc123" not in shown
+
+
+def test_8_a_contract_endpoint_with_credentials_is_refused(tmp_path: Path) -> None:
+    from testops_evidence.contract import load_contract
+
+    document = json.loads(json.dumps(small_contract(testops=True).document))
+    document["testops"]["endpoint"] = "https://user:secret-pass@testops.example"
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(document, indent=2))
+    refusal = refusal_of(lambda: load_contract(path))
+    assert (refusal.code, refusal.field) == ("contract.invalid", "/testops/endpoint")
+    assert "secret-pass" not in json.dumps(refusal.to_json()) + str(refusal)
+
+
+def test_8_no_once_marker_or_receipt_is_written_with_a_token_in_the_endpoint(tmp_path: Path) -> None:
+    from evidence_support import actions_env, write_contract
+    from helpers import run_mode
+
+    contract = write_contract(small_contract(testops=True), tmp_path / "contract.json")
+    run = run_mode("launch", tmp_path, {"contract": str(contract)},
+                   {**actions_env(), "INPUT_TESTOPS-TOKEN": SECRET,
+                    "INPUT_TESTOPS-ENDPOINT": f"https://user:{SECRET}@testops.example"})
+    assert run.outputs.get("error-code") == "input.testops-endpoint", run.summary
+    state = tmp_path / "state"
+    written = [p.read_text() for p in state.rglob("*") if p.is_file()] if state.exists() else []
+    assert not [p.name for p in state.glob("once-*")] if state.exists() else True
+    assert all(SECRET not in text for text in [*written, run.summary, json.dumps(run.outputs)])
+
+
+# --- 12. a literal <!DOCTYPE inside a JUnit CDATA section -------------------------------------------------------
+
+SUREFIRE_WITH_HTML = b"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- Surefire writes a page its test fetched into system-out -->
+<testsuite name="web" tests="2" failures="0" errors="0" timestamp="2026-12-01T10:00:00" time="3">
+  <testcase name="test_stopped_at_budget" classname="budget" time="1"><system-out><![CDATA[<!DOCTYPE html>
+<html><head><title>ok</title></head><body><!ENTITY x "y"></body></html>]]></system-out></testcase>
+  <testcase name="test_spend_reported" classname="budget" time="2"/>
+</testsuite>
+"""
+
+
+def test_12_a_doctype_inside_cdata_is_text_not_a_dtd() -> None:
+    from testops_evidence.evidence.adapters.junit import parse_junit
+
+    outcomes = parse_junit(SUREFIRE_WITH_HTML, "surefire.xml")
+    assert [o.status for o in outcomes] == ["passed", "passed"]
+
+
+@pytest.mark.parametrize("prolog", [b'<!DOCTYPE t [<!ENTITY a "aaaa">]>', b"<!DOCTYPE testsuite SYSTEM 'x.dtd'>",
+                                    b'<?xml version="1.0"?>\n<!-- c --><!ENTITY a "b">'])
+def test_12_a_dtd_in_the_prolog_is_still_refused(prolog: bytes) -> None:
+    from testops_evidence.evidence.adapters.junit import parse_junit
+
+    data = prolog + b"<testsuite><testcase name='a'/></testsuite>"
+    assert refusal_of(lambda: parse_junit(data, "r.xml")).code == "export.adapter"

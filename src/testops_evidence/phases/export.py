@@ -99,8 +99,13 @@ def run(ctx: PhaseContext) -> PhaseResult:
         profile=selection.document["profile"],
     )
     with ctx.runtime.group(f"export: {len(cases)} results into {results_dir}"):
-        rows, written = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now,
-                                     workers.owners if workers is not None else {})
+        try:
+            rows, written = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now,
+                                         workers.owners if workers is not None else {})
+        except OSError as exc:  # a full disk: the temp directory is already removed, nothing is in place
+            raise Refusal("io.write_failed", f"the results could not be written to {results_dir.parent} "
+                          f"({exc.strerror}); nothing was left there", field="results-dir",
+                          expected="a writable directory with free space", actual=str(results_dir)) from None
     counts = Counter(row["status"] for row in rows)
     count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
     receipt: dict[str, Any] = {
@@ -119,12 +124,25 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
-    write_once(receipt_path, receipt_bytes)
+    try:
+        write_once(receipt_path, receipt_bytes)
+    except Refusal as refusal:
+        # Without its receipt nothing publishes the results directory, and its presence would refuse the
+        # re-run (io.exists): it goes, so the refusal leaves nothing behind.
+        shutil.rmtree(results_dir, ignore_errors=True)
+        if refusal.code != "io.write_failed":
+            raise
+        raise Refusal("io.write_failed", f"{refusal.message}; the results directory {results_dir} was removed "
+                      "again, so nothing of this export was left", field=refusal.field, expected=refusal.expected,
+                      actual=refusal.actual) from None
     hand_over([results_dir, receipt_path], ctx.env)
-    ctx.state.write_receipt("export.json", {
-        "receipt-path": str(receipt_path), "receipt-sha256": sha256_bytes(receipt_bytes),
-        "results-dir": str(results_dir), "selection-sha256": selection.digest, "counts": count_row,
-    })
+    try:
+        ctx.state.write_receipt("export.json", {
+            "receipt-path": str(receipt_path), "receipt-sha256": sha256_bytes(receipt_bytes),
+            "results-dir": str(results_dir), "selection-sha256": selection.digest, "counts": count_row,
+        })
+    except Refusal as refusal:  # the receipt beside the results is the record; this copy is a convenience
+        ctx.runtime.annotate("warning", f"export.json could not be written to the state directory: {refusal}")
 
     all_passed = counts.get("passed", 0) == len(rows)
     return PhaseResult(

@@ -303,10 +303,11 @@ class TestOpsClient:
         ``TESTOPS_EVIDENCE_RATE_LIMIT``, ``TESTOPS_EVIDENCE_MAX_RETRIES``,
         ``TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES``; ``options`` (clock, sleep, log, mask, ...) override them.
         """
-        endpoint = endpoint or config.endpoint
-        if not endpoint.startswith(("https://", "http://")) or any(c.isspace() for c in endpoint):
-            raise Refusal("input.testops-endpoint", "the TestOps endpoint must be an http(s) URL",
-                          field="testops-endpoint", expected="https://host[:port][/path]", actual=endpoint)
+        from testops_evidence.endpoints import check_endpoint
+
+        # Userinfo, a query, the token itself, or a URL that cannot be taken apart: refused, never written.
+        endpoint = check_endpoint(endpoint or config.endpoint, code="input.testops-endpoint",
+                                  field="testops-endpoint", secrets=(token,))
         settings: dict[str, Any] = {"project_id": project_id or config.project_id, "api_prefix": config.api_prefix,
                                     "auth": config.auth}
         settings.update(_env_tuning(env or {}))

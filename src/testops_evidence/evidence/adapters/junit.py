@@ -36,7 +36,6 @@ JUNIT_LIMIT = 32 * 1024 * 1024
 MAX_DEPTH = 32
 MAX_ELEMENTS = 500_000
 _CHUNK = 64 * 1024
-_DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 _ENCODING = re.compile(rb"^\s*<\?xml[^>]*encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 _BOM_UTF8 = b"\xef\xbb\xbf"
 
@@ -44,6 +43,28 @@ _BOM_UTF8 = b"\xef\xbb\xbf"
 def _refuse(source: str, message: str, actual: object = None) -> Refusal:
     return Refusal("export.adapter", f"JUnit XML {source}: {message}", field=source,
                    expected="a well-formed UTF-8 JUnit XML report without DTD", actual=actual)
+
+
+def _declares_dtd(body: bytes) -> bool:
+    """Whether the prolog (before the root element) declares a DTD: the only place one can be. A literal
+    ``<!DOCTYPE`` later is text — Surefire's ``system-out`` holds HTML pages in CDATA — and was refused as a
+    DTD, a false refusal of real reports."""
+    at = 0
+    while True:
+        start = body.find(b"<", at)
+        if start < 0:
+            return False
+        if body.startswith(b"<?", start):  # the XML declaration or a processing instruction
+            end = body.find(b"?>", start + 2)
+        elif body.startswith(b"<!--", start):
+            end = body.find(b"-->", start + 4)
+        else:
+            # <!DOCTYPE, <!ENTITY or any other declaration before the root; else the root element starts and
+            # the prolog is over.
+            return body.startswith(b"<!", start)
+        if end < 0:
+            return False  # unterminated: the parser refuses it as malformed
+        at = end + 2
 
 
 def parse_xml(data: bytes, source: str = "report.xml") -> ET.Element:
@@ -60,7 +81,7 @@ def parse_xml(data: bytes, source: str = "report.xml") -> ET.Element:
     declared = _ENCODING.match(body)
     if declared and declared.group(1).lower() not in (b"utf-8", b"utf8", b"us-ascii", b"ascii"):
         raise _refuse(source, "declares an encoding other than UTF-8", declared.group(1).decode("ascii"))
-    if _DECLARATION.search(body):
+    if _declares_dtd(body):
         raise _refuse(source, "has a DOCTYPE or ENTITY declaration, which is refused (entity expansion)")
 
     parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
