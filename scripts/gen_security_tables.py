@@ -4,6 +4,7 @@ claim what the tests do not check:
 
 * ``fault kinds`` and ``fault matrix`` from ``tests/reliability/fault_cases.py`` (the cases
   ``tests/reliability/test_fault_matrix.py`` runs);
+* ``round two attacks`` from ``tests/reliability/attacks.py`` (each names the tests that reproduce it);
 * ``fuzz targets`` from ``tests/reliability/fuzz_targets.py`` and the figures of the last long fuzz run,
   ``tests/reliability/fuzz-long-run.json`` (written by ``scripts/fuzz_long.sh`` through ``--record``).
 
@@ -30,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from reliability.attacks import ATTACKS  # noqa: E402
 from reliability.fault_cases import CASES, FAULTS, NOT_APPLICABLE, PHASES, SERVERS  # noqa: E402
 from reliability.fuzz_targets import FUZZ_TARGETS  # noqa: E402
 
@@ -114,7 +116,21 @@ def render_fuzz_targets(record: dict[str, Any] | None) -> str:
     return text
 
 
+def render_attacks() -> str:
+    rows = []
+    for attack in ATTACKS:
+        links = []
+        for name in attack.tests:
+            module, _, function = name.rpartition("::")
+            module = module or "test_hostile_round_two.py"
+            where = TESTS + module if (ROOT / "tests" / "reliability" / module).exists() else f"../tests/{module}"
+            links.append(f"[`{function}`]({where})")
+        rows.append((attack.item, attack.attack, attack.where, attack.before, attack.now, ", ".join(links)))
+    return table(("#", "attack", "where", "before", "now", "reproduced by"), rows)
+
+
 SECTIONS = {
+    "round two attacks": lambda _record: render_attacks(),
     "fault kinds": lambda _record: render_fault_kinds(),
     "fault matrix": lambda _record: render_fault_matrix(),
     "fuzz targets": render_fuzz_targets,

@@ -35,6 +35,9 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
                "`testplan.parse_standing_plan` → `match_rows` against the contract", _DOCS),
     FuzzTarget("job-run-plan", "TestOps `GET /jobrun/{id}/plan` answer",
                "`testplan.parse_jobrun_plan` → `match_rows`", _DOCS),
+    FuzzTarget("testops-endpoint", "the `testops-endpoint` input (`ALLURE_ENDPOINT`) and the contract's endpoint",
+               "`endpoints.check_endpoint` (userinfo, query, the token, malformed hosts and ports) → "
+               "`TestOpsClient.configured` → `url`; the token never in the refusal", _DOCS),
     FuzzTarget("job-run-env", "saved `allurectl job-run env` output",
                "`jobrun_env.parse_job_run_env` (token line dropped)", _DOCS),
     FuzzTarget("cell-result", "a worker's cell result (artifact)",

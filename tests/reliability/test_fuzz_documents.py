@@ -188,6 +188,30 @@ def test_fuzz_job_run_plan(fuzz: Targets, value: object) -> None:
         match_rows(parse_jobrun_plan(value), corpus.example_contract(), where="job run plan")
 
 
+ENDPOINT_PIECES = ("https://", "http://", "ftp://", "testops.example", "[::1", "[::1]", ":", "8080", "99999", "0",
+                   "@", "user", ":pw", "/", "api", "?", "token=", "#", "%", " ", "\t", "\n", "tok-SENTINEL-9z",
+                   "é", "..", "\x00")
+
+
+@fuzz_settings()
+@given(raw=st.lists(st.sampled_from(ENDPOINT_PIECES) | st.text(max_size=4), max_size=10).map("".join))
+def test_fuzz_testops_endpoint(fuzz: Targets, raw: str) -> None:
+    from testops_evidence.contract import TestOpsConfig
+    from testops_evidence.errors import Refusal
+    from testops_evidence.testops.client import TestOpsClient
+
+    target = fuzz.target("testops-endpoint")
+    config = TestOpsConfig(endpoint="https://testops.example", project_id=1, plan_name="p")
+    token = "tok-SENTINEL-9z"
+    with target.example("select"):
+        try:
+            client = TestOpsClient.configured(config, token, endpoint=raw or None)
+        except Refusal as refusal:
+            assert token not in str(refusal) + json.dumps(refusal.to_json())  # the token is never echoed
+            raise
+        assert client.url("/launch/1").startswith(("http://", "https://")) and token not in client.url("/x")
+
+
 @fuzz_settings()
 @given(raw=st.one_of(mutated_bytes(corpus.JOBRUN_ENV, max_mutations=6), st.binary(max_size=300),
                      st.lists(st.text(max_size=40), max_size=8).map(lambda lines: "\n".join(lines).encode(

@@ -527,3 +527,29 @@ def test_12_a_dtd_in_the_prolog_is_still_refused(prolog: bytes) -> None:
 
     data = prolog + b"<testsuite><testcase name='a'/></testsuite>"
     assert refusal_of(lambda: parse_junit(data, "r.xml")).code == "export.adapter"
+
+
+def test_every_attack_in_docs_security_names_tests_that_exist() -> None:
+    import importlib
+
+    from reliability.attacks import ATTACKS
+
+    for attack in ATTACKS:
+        for name in attack.tests:
+            module, _, function = name.rpartition("::")
+            holder = importlib.import_module(module.removesuffix(".py")) if module else globals()
+            found = getattr(holder, function, None) if module else holder.get(function)
+            assert callable(found), f"attack {attack.item} names {name}, which is not a test"
+
+
+def test_1_a_huge_integer_in_a_github_answer_is_response_invalid() -> None:
+    from servers.github_server import GitHubServer
+    from testops_evidence.github_run import RequestPolicy, fetch_run
+
+    with GitHubServer() as github:
+        github.add_repo("acme/agents")
+        github.add_run("acme/agents", 4242, head_sha="a" * 40)
+        github.fault("run", 200, body=f'{{"id": {HUGE}}}'.encode())
+        refusal = refusal_of(lambda: fetch_run(github.api_url(), github.token, "acme/agents", 4242,
+                                               policy=RequestPolicy(retries=0, sleep=lambda _s: None)))
+    assert refusal.code == "github.response_invalid"
