@@ -152,7 +152,7 @@ def test_an_unsafe_state_dir_names_the_fix_not_the_evidence_advice(tmp_path: Pat
     run = run_mode("verify-selection", tmp_path, {**options, "selection-sha256": digest,
                                                   "state-dir": str(tmp_path / "linked")}, actions_env())
     assert run.outputs["error-code"] == "io.state_dir"
-    assert "**Next step:** Point `state-dir` at a directory of the job's own user that is not a link" in run.summary
+    assert "**Next step:** Point `state-dir` at a writable directory of the job's own user, reached without" in run.summary
 
 
 def test_a_yaml_syntax_error_points_the_operator_at_its_line(tmp_path: Path) -> None:
