@@ -282,3 +282,19 @@ def test_every_caller_example_names_the_same_secret_for_case_secrets() -> None:
 def test_user_docs_hold_no_internal_notes(phrase: str) -> None:
     for page in USER_PAGES:
         assert phrase.casefold() not in page.read_text(encoding="utf-8").casefold(), (page.name, phrase)
+
+
+def test_the_act_command_in_local_md_maps_every_action_the_templates_pin() -> None:
+    """docs/local.md's command must map exactly the actions the templates and the composite action use (act
+    cannot fetch them), each to a stand-in this repository ships; the act test runs that command as written."""
+    from testops_evidence import __version__
+
+    text = (DOCS / "local.md").read_text(encoding="utf-8")
+    mapped = dict(re.findall(r"--local-repository (\S+?)=(\$A\S*)", text))
+    used = set()
+    for path in [*sorted((REPO / "workflows-templates").glob("*.yml")), REPO / "composite" / "action.yml"]:
+        used |= set(re.findall(r"uses: (actions/(?!checkout)[\w-]+@[0-9a-f]{40})", path.read_text(encoding="utf-8")))
+    assert set(mapped) == used | {f"testops-evidence/testops-evidence@v{__version__}"}
+    for reference, target in mapped.items():
+        local = REPO / target.removeprefix("$A").lstrip("/")
+        assert (local / "action.yml").is_file(), f"{reference} is mapped to {target}, which has no action.yml"

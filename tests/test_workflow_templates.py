@@ -57,6 +57,10 @@ def test_template_is_reusable_and_least_privilege(name: str) -> None:
         assert isinstance(job.get("timeout-minutes"), int | str), f"{job_id}: no timeout-minutes"
         permissions = job.get("permissions")
         assert isinstance(permissions, dict), f"{job_id}: permissions must be explicit"
+        if (name, job_id) == ("campaign.yml", "pages"):
+            # The one job that writes: it pushes the report to the Pages branch, only when asked to.
+            assert permissions == {"contents": "write"} and job["if"].startswith("${{ inputs.pages && ")
+            continue
         assert set(permissions.values()) <= {"read"}, f"{job_id}: writes {permissions}"
         assert set(permissions) <= {"contents", "actions"}, f"{job_id}: {sorted(permissions)}"
         group = job.get("concurrency", {}).get("group", "")
@@ -147,7 +151,8 @@ def test_campaign_wiring() -> None:
     assert "!cancelled()" in jobs["export"]["if"] and "!cancelled()" in jobs["publish"]["if"]
     modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
     assert modes == ["guard", "select", "verify-selection", "verify-selection", "collect-cells", "export", "upload",
-                     "verify"]
+                     "verify", "pages"]
+    assert jobs["pages"]["needs"] == ["publish"] and "!inputs.local" in jobs["pages"]["if"]
 
 
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:

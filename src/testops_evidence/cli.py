@@ -30,6 +30,7 @@ _DESCRIPTIONS = {
     "verify": "prove the publication landed",
     "import": "import remote cells from another workflow's artifacts into the ledger",
     "reconcile": "resolve uncertain mutations by observation",
+    "pages": "put a files-backend publication's report on a GitHub Pages site, with retention",
     "check": "validate a contract and print a summary of it",
     "rehearse": "run the whole campaign locally on the files backend",
     "verify-attestation": "re-check a publication attestation (in-toto Statement) against the published files",

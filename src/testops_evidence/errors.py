@@ -407,6 +407,18 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("rehearse.inconsistent", _I, "the rehearsal's phases disagree on the counts",
               "Compare the counts of the phase summaries the refusal names; report it if they differ.",
               cause="A bug: export, upload and verify counted the same receipt differently."),
+        _spec("pages.publication", _I, "the publication to put on Pages does not match its receipt, or its report "
+              "does not show the receipt's counts",
+              "Give `publication-dir` the report artifact of this run's publish job, unchanged; the refusal names "
+              "the file that differs.",
+              cause="An artifact of another run or attempt, a publication built with `report: never`, or files "
+                    "changed after verify."),
+        _spec("pages.site", _I, "the Pages checkout holds a link, a special file or an index that testops-evidence "
+              "did not write",
+              "Look at the path the refusal names in the Pages branch and remove what is not a report of this "
+              "campaign; the site is rebuilt from its reports.json.",
+              cause="A Pages branch edited by hand or by another tool, or a campaign directory shared with "
+                    "other content."),
         # --- bootstrap / launch / reconcile --------------------------------------------------------
         _spec("bootstrap.case_conflict", _I, "a TestOps test case conflicts with the contract (same id, other name, ...)",
               "Decide which side is right: fix the contract's case (testops-id, full-name) or the test case in "

@@ -22,6 +22,7 @@ MODES: tuple[str, ...] = (
     "verify",
     "import",
     "reconcile",
+    "pages",
 )
 # Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
 # helper that writes a cell result from JUnit XML / allure-results / Inspect AI logs / promptfoo results.
@@ -94,7 +95,7 @@ INPUTS: tuple[InputSpec, ...] = (
               "`rehearse` does) and every later phase binds to it; the evidence is marked local, the backend is "
               "`files`, and it can never be published to TestOps. Outside GitHub Actions always; inside only on a "
               "local runner such as act (docs/local.md), refused on GitHub's runners.", "false",
-              ("guard", "select", "verify-selection", "export", "upload", "verify"), kind="bool"),
+              ("guard", "select", "verify-selection", "export", "upload", "verify", "pages"), kind="bool"),
     # --- bootstrap / launch / reconcile
     InputSpec("dry-run", "bootstrap: print the difference between the contract and TestOps, change nothing.",
               "false", ("bootstrap",), kind="bool"),
@@ -152,6 +153,15 @@ INPUTS: tuple[InputSpec, ...] = (
               ("verify",), kind="int"),
     InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
               "check its job run).", "page", ("verify",)),
+    # --- pages
+    InputSpec("pages-dir", "pages: the checked-out GitHub Pages branch the report is written into.", "",
+              ("pages",), kind="path"),
+    InputSpec("publication-dir", "pages: a files-backend publication (the downloaded report artifact: "
+              "`allure-results/`, its receipt, `allure-report/`).", "", ("pages",), kind="path"),
+    InputSpec("pages-keep", "pages: how many reports of the campaign the site keeps (the newest; older ones are "
+              "removed).", "20", ("pages",), kind="int"),
+    InputSpec("pages-url", "pages: the site's address. Empty: `https://<owner>.github.io/<repository>` on "
+              "github.com.", "", ("pages",)),
     # --- import
     InputSpec("source-run-id", "import: the run id of the workflow that measured the remote cells.", "",
               ("import",), kind="int"),
@@ -258,6 +268,9 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "(`<state-dir>/publication.intoto.json`; subjects: the receipt and every published file).", ("verify",)),
     OutputSpec("attestation-predicate-path", "verify: its predicate alone (`<state-dir>/publication.predicate.json`), "
                "for `actions/attest`'s `predicate-path`.", ("verify",)),
+    OutputSpec("pages-url", "pages: the address of the report on the site.", ("pages",)),
+    OutputSpec("pages-kept", "pages: reports of the campaign the site keeps.", ("pages",)),
+    OutputSpec("pages-removed", "pages: report directories removed by retention (JSON array).", ("pages",)),
     OutputSpec("imported-count", "import: cells imported.", ("import",)),
     OutputSpec("duplicate-count", "import: cells already in the ledger (no-op).", ("import",)),
     OutputSpec("ledger-path", "import: the ledger file.", ("import",)),

@@ -19,6 +19,7 @@ PHASE_MODULES: dict[str, str] = {
     "verify": "verify",
     "import": "import_cells",
     "reconcile": "reconcile",
+    "pages": "pages",
     "check": "check",
     "rehearse": "rehearse",
     "cell": "cell",

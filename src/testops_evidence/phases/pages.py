@@ -1,0 +1,88 @@
+"""``pages``: put a files-backend publication's HTML report on a GitHub Pages site, with retention.
+
+The publication comes from another job (the campaign template downloads its report artifact), so it is
+checked again before anything is written: its receipt must belong to this run and contract, its
+``allure-results/`` must be exactly the receipt's files with the receipt's digests, and its report's
+statistics must equal the receipt's counts (``pages.publication``). Then :mod:`evidence.site` writes the
+report into the checked-out Pages branch (``pages-dir``) as ``<campaign>/<run id>-<attempt>/``, keeps the
+newest ``pages-keep`` reports of the campaign and rewrites the indexes. Committing and pushing the branch
+is the workflow's (the campaign template's ``pages`` job); this phase needs no token and no network.
+"""
+
+from __future__ import annotations
+
+from testops_evidence import summary
+from testops_evidence.context import job_context
+from testops_evidence.errors import Refusal, input_error
+from testops_evidence.evidence import report as report_tool
+from testops_evidence.evidence import site
+from testops_evidence.evidence.publication import RECEIPT_NAME, RESULTS_NAME
+from testops_evidence.evidence.receipt import bind_receipt, check_tree, load_receipt
+from testops_evidence.runner import PhaseContext, PhaseResult
+
+REPORT_DIR = "allure-report"
+STATUSES = ("total", "passed", "failed", "broken")
+
+
+def pages_base(ctx: PhaseContext, repository: str) -> str:
+    """The site's URL: the ``pages-url`` input, else GitHub's own Pages address for github.com."""
+    explicit = ctx.settings.string("pages-url")
+    if explicit is not None:
+        return explicit.rstrip("/")
+    server = ctx.env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    if server != "https://github.com":
+        return ""  # GHES Pages addresses depend on the instance's setup: say so rather than guess
+    owner, _, name = repository.partition("/")
+    host = f"{owner.lower()}.github.io"
+    return f"https://{host}" if name.lower() == host else f"https://{host}/{name}"
+
+
+def run(ctx: PhaseContext) -> PhaseResult:
+    pages_dir = ctx.settings.path("pages-dir")
+    publication = ctx.settings.path("publication-dir")
+    if pages_dir is None or publication is None:
+        raise input_error("pages-dir" if pages_dir is None else "publication-dir",
+                          "pages needs pages-dir (the checked-out Pages branch) and publication-dir (the downloaded "
+                          "publication)")
+    keep = ctx.settings.integer("pages-keep", minimum=1) or 20
+    contract = ctx.contract()
+    receipt = load_receipt(publication / RECEIPT_NAME)
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
+                       local=ctx.settings.boolean("local"))
+    bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
+                 backend="files")
+    files = check_tree(publication / RESULTS_NAME, receipt, "pages.publication")
+    report = publication / REPORT_DIR
+    stats = report_tool.statistics(report)
+    want = {status: receipt.counts[status] for status in STATUSES}
+    got = {status: (stats or {}).get(status) for status in STATUSES}
+    if got != want:
+        raise Refusal("pages.publication", f"the report in {report} does not show the receipt's counts"
+                      + ("" if stats is not None else " (it has no summary.json: was it built?)"),
+                      field="allure-report/summary.json", expected=want, actual=got)
+
+    context = receipt.document["context"]
+    entry = site.Entry(run_id=int(context["run-id"]), attempt=int(context["run-attempt"]),
+                       run_number=int(context.get("run-number", context["run-id"])),
+                       created=str(receipt.document.get("created-at", "")), counts=want,
+                       local=bool(context.get("local", False)))
+    history = publication / site.HISTORY_FILE
+    with ctx.runtime.group(f"pages: {contract.campaign} run {entry.run_number} into {pages_dir}"):
+        done = site.publish_report(pages_dir, contract.campaign, entry, report,
+                                   history if history.is_file() else None, keep)
+    base = pages_base(ctx, live.repository)
+    relative = f"{contract.campaign}/{entry.directory}/index.html"
+    url = f"{base}/{relative}" if base else relative
+    size = site.tree_bytes(pages_dir / contract.campaign)
+    rows: list[tuple[str, object]] = [
+        ("report", summary.link(relative, url) if base else summary.code(relative)),
+        ("campaign index", summary.code(f"{contract.campaign}/index.html")),
+        ("checked", f"{files} result files against the receipt; the report's statistics equal it"),
+        ("kept", f"{len(done.kept)} of at most {keep} reports ({size / 1024 / 1024:.1f} MiB)"),
+        ("removed", summary.join((summary.code(name) for name in done.removed), ", ") if done.removed else "none"),
+    ]
+    headline = (f"✅ The report of run {entry.run_number} (attempt {entry.attempt}) is on the Pages site: "
+                f"{len(done.kept)} report(s) kept, {len(done.removed)} removed by retention.")
+    return PhaseResult(headline=headline, summary=summary.table(("", ""), rows),
+                       outputs={"pages-url": url, "pages-kept": len(done.kept),
+                                "pages-removed": list(done.removed)})
