@@ -378,7 +378,9 @@ def test_every_job_keeps_its_refusal_as_an_artifact(name: str) -> None:
         paths = artifact["path"].splitlines()
         # The action's default state dir (settings.default_state_location): its JSON and the summary copies,
         # never the publication (it has an artifact of its own) nor anything outside the state dir.
-        assert paths == ["${{ runner.temp }}/testops-evidence/*.json", "${{ runner.temp }}/testops-evidence/summaries/"]
+        # (the logs of the tools a phase ran: Allure Report's and npm's, which name why a report failed)
+        assert paths == ["${{ runner.temp }}/testops-evidence/*.json", "${{ runner.temp }}/testops-evidence/*.log",
+                         "${{ runner.temp }}/testops-evidence/summaries/"]
         assert artifact["if-no-files-found"] == "ignore"
 
 
