@@ -674,10 +674,18 @@ def test_the_documented_local_path_runs_the_campaign_in_a_fresh_repository(act_b
 
     artifacts = repo / ".act-artifacts"
     publication = artifacts / "testops-evidence-report-first-campaign-1-1"
-    assert sorted(p.name for p in publication.iterdir()) == ["allure-report", "allure-results",
-                                                             "allure-results-receipt.json", "history.jsonl"]
+    assert sorted(p.name for p in publication.iterdir()) == [
+        "allure-report", "allure-results", "allure-results-receipt.json", "history.jsonl",
+        "publication.intoto.json", "publication.predicate.json"]
     receipt = json.loads((publication / "allure-results-receipt.json").read_text())
     assert receipt["counts"] == {"total": 2, "passed": 1, "failed": 1, "broken": 0}
+    # The statement verify wrote travels with what it attests, and re-checks against the artifact alone.
+    audited = subprocess.run([str(Path(sys.executable).parent / "testops-evidence"), "verify-attestation",
+                              "--attestation", str(publication / "publication.intoto.json"), "--published",
+                              str(publication), "--state-dir", str(tmp_path / "audit")], capture_output=True,
+                             text=True, check=False, env={k: v for k, v in os.environ.items()
+                                                          if not k.startswith(("GITHUB_", "INPUT_"))})
+    assert audited.returncode == 0, audited.stdout + audited.stderr
     assert receipt["context"]["local"] is True  # marked local, from git
     assert receipt["context"]["head-sha"] == git(repo, "rev-parse", "HEAD")
     stats = json.loads((publication / "allure-report" / "summary.json").read_text())["stats"]
