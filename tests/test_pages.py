@@ -45,9 +45,10 @@ def publication(tmp_path: Path, run_id: int = RUN_ID, attempt: int = 1) -> tuple
                                       failed=["spend-reported"], attempt=f"{run_id}-{attempt}-b")], digest)
     options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
                "results-dir": str(work / "allure-results"), "state-dir": str(work / "state"), "backend": "files"}
-    export = run_mode("export", work, {**options, "selection-path": str(selection), "selection-sha256": digest,
-                                        "cell-results": str(work / "cells")}, env, new_uuid=uuid_factory())
+    options.update({"selection-path": str(selection), "selection-sha256": digest})
+    export = run_mode("export", work, {**options, "cell-results": str(work / "cells")}, env, new_uuid=uuid_factory())
     assert export.exit_code == 1, export.summary
+    options["receipt-sha256"] = export.outputs["receipt-sha256"]
     upload = run_mode("upload", work, {**options, "report": "always"}, env)
     assert upload.exit_code == 0, upload.summary + upload.log
     return Path(upload.outputs["publication-dir"]), options, env
@@ -56,7 +57,8 @@ def publication(tmp_path: Path, run_id: int = RUN_ID, attempt: int = 1) -> tuple
 def pages(tmp_path: Path, published: Path, options: dict[str, str], env: dict[str, str], site_dir: Path,
           **extra: str) -> PhaseRun:
     return run_mode("pages", tmp_path, {"contract": options["contract"], "state-dir": str(tmp_path / "pages-state"),
-                                        "pages-dir": str(site_dir), "publication-dir": str(published), **extra}, env)
+                                        "pages-dir": str(site_dir), "publication-dir": str(published),
+                                        "receipt-sha256": options["receipt-sha256"], **extra}, env)
 
 
 def test_the_site_keeps_the_newest_reports_with_indexes_and_history(tmp_path: Path) -> None:
@@ -101,6 +103,8 @@ def test_a_publication_that_differs_from_its_receipt_is_not_put_on_pages(tmp_pat
     result.write_text(result.read_text().replace('"failed"', '"passed"'))
     run = pages(tmp_path, published, options, env, site_dir)
     assert (run.exit_code, run.outputs["error-code"]) == (3, "pages.publication")
+    forged = pages(tmp_path, published, {**options, "receipt-sha256": "0" * 64}, env, site_dir)
+    assert forged.outputs["error-code"] == "export.receipt_digest"  # not the receipt export wrote
     other_run = pages(tmp_path, published, options, actions_env(GITHUB_RUN_ID="77"), site_dir)
     assert other_run.outputs["error-code"] == "selection.context"  # another run's publication
     assert list(site_dir.iterdir()) == []

@@ -152,7 +152,9 @@ def test_campaign_wiring() -> None:
     modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
     assert modes == ["guard", "select", "verify-selection", "verify-selection", "collect-cells", "export", "upload",
                      "verify", "pages"]
-    assert jobs["pages"]["needs"] == ["publish"] and "!inputs.local" in jobs["pages"]["if"]
+    assert jobs["pages"]["needs"] == ["export", "publish"] and "!inputs.local" in jobs["pages"]["if"]
+    pages_step = next(step for step in our_steps(jobs["pages"]) if step["with"]["mode"] == "pages")
+    assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
 
 
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:

@@ -133,9 +133,9 @@ INPUTS: tuple[InputSpec, ...] = (
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
               ("upload", "verify"), kind="path"),
-    InputSpec("receipt-sha256", "upload / verify: the export job's `receipt-sha256` output (required inside "
+    InputSpec("receipt-sha256", "upload / verify / pages: the export job's `receipt-sha256` output (required inside "
               "GitHub Actions): the receipt is re-hashed against it before anything is trusted or sent.", "",
-              ("upload", "verify")),
+              ("upload", "verify", "pages")),
     InputSpec("report", "upload (files backend): build an Allure Report 3 HTML report into the publication: `auto` "
               "(when Node.js is there: the pinned Allure Report is installed with npm if needed; else a warning), "
               "`always` (refuse without it), `never`. rehearse: the same for its report.", "auto",

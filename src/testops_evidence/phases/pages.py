@@ -1,7 +1,8 @@
 """``pages``: put a files-backend publication's HTML report on a GitHub Pages site, with retention.
 
 The publication comes from another job (the campaign template downloads its report artifact), so it is
-checked again before anything is written: its receipt must belong to this run and contract, its
+checked again before anything is written: its receipt must hash to the ``receipt-sha256`` that travelled
+as export's output (required inside Actions) and belong to this run and contract, its
 ``allure-results/`` must be exactly the receipt's files with the receipt's digests, and its report's
 statistics must equal the receipt's counts (``pages.publication``). Then :mod:`evidence.site` writes the
 report into the checked-out Pages branch (``pages-dir``) as ``<campaign>/<run id>-<attempt>/``, keeps the
@@ -12,12 +13,13 @@ is the workflow's (the campaign template's ``pages`` job); this phase needs no t
 from __future__ import annotations
 
 from testops_evidence import summary
-from testops_evidence.context import job_context
+from testops_evidence.context import is_local, job_context
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence import report as report_tool
 from testops_evidence.evidence import site
 from testops_evidence.evidence.publication import RECEIPT_NAME, RESULTS_NAME
-from testops_evidence.evidence.receipt import bind_receipt, check_tree, load_receipt
+from testops_evidence.evidence.receipt import RECEIPT_LIMIT, bind_receipt, check_tree, load_bound_receipt
+from testops_evidence.evidence.selection import read_travelled
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 REPORT_DIR = "allure-report"
@@ -46,9 +48,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
                           "publication)")
     keep = ctx.settings.integer("pages-keep", minimum=1) or 20
     contract = ctx.contract()
-    receipt = load_receipt(publication / RECEIPT_NAME)
-    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
-                       local=ctx.settings.boolean("local"))
+    local = ctx.settings.boolean("local")
+    receipt_path = publication / RECEIPT_NAME
+    # The receipt crossed jobs in an artifact: it is bound by the digest that travelled as export's output.
+    digest, _travelled = read_travelled(receipt_path, ctx.settings.string("receipt-sha256"),
+                                        in_actions=not is_local(ctx.env, local), name="receipt-sha256",
+                                        limit=RECEIPT_LIMIT)
+    receipt = load_bound_receipt(receipt_path, digest)
+    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows, local=local)
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
                  backend="files")
     files = check_tree(publication / RESULTS_NAME, receipt, "pages.publication")
