@@ -37,6 +37,7 @@ def actions_env(**overrides: str) -> dict[str, str]:
         "GITHUB_RUN_ID": str(RUN_ID),
         "GITHUB_RUN_NUMBER": "42",
         "GITHUB_RUN_ATTEMPT": "1",
+        "GITHUB_WORKFLOW": "Agent evals",
         "GITHUB_EVENT_NAME": "workflow_dispatch",
         "GITHUB_ACTOR_ID": "1234567",
         "GITHUB_SERVER_URL": "https://github.com",
@@ -178,8 +179,10 @@ class TestOpsCampaign:
         self.contract = contract
         self.clock = FakeClock()
         self.env = actions_env()
+        # The job as TestOps created it on the workflow's first upload (by Allure 3: <repository>_<workflow name>).
+        self.job_uid = f"acme/agents_{self.env['GITHUB_WORKFLOW']}"
         seeded = server.seed_contract(contract, job_url="https://github.com/acme/agents/actions/workflows/"
-                                      "agent-evals.yml")
+                                      "agent-evals.yml", job_external_id=self.job_uid)
         self.launch = server.add_launch(contract.testops.project_id, "Agent protocol evals #42")
         run_url = f"https://github.com/acme/agents/actions/runs/{RUN_ID}"
         self.jobrun = server.add_jobrun(seeded["job-id"], launch_id=self.launch["id"], url=run_url,
@@ -187,7 +190,7 @@ class TestOpsCampaign:
         self.binding = TestOpsBinding(endpoint=server.url, project_id=contract.testops.project_id,
                                       plan_id=contract.testops.plan_id, plan_name=contract.testops.plan_name,
                                       job_run_id=self.jobrun["id"], job_id=seeded["job-id"],
-                                      launch_id=self.launch["id"])
+                                      launch_id=self.launch["id"], job_uid=self.job_uid, job_run_uid=str(RUN_ID))
         self.selection, self.digest = make_selection(tmp, contract, self.env, testops=self.binding)
         self.options = {"contract": str(write_contract(contract, tmp / "contract.json")),
                         "results-dir": str(tmp / "allure-results"), "state-dir": str(tmp / "state"),

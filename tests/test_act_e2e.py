@@ -77,6 +77,7 @@ PROJECT, PLAN = 12, 340
 # act's defaults for the run it plays: github.com URLs, run 1.
 RUN_URL = f"https://github.com/{REPOSITORY}/actions/runs/1"
 WORKFLOW_URL = f"https://github.com/{REPOSITORY}/actions/workflows/agent-evals.yml"
+WORKFLOW_ID = 161335  # the GitHub test server's workflow id for its runs (add_run's default)
 
 CASES = {  # key -> (lane, checks, whether the case command makes every check pass)
     "get-task-context": ("native", ["tool-called", "answer-grounded", "cleanup"], True),
@@ -446,7 +447,11 @@ def seed_launched_plan(testops: TestOpsServer) -> tuple[int, int]:
 
     text = contract_text(1234567, testops.url).encode("utf-8")
     contract = contract_from_document(parse_contract_bytes(text, "contract.yml"))
-    seeded = testops.seed_contract(contract, job_url=WORKFLOW_URL)
+    # The job as TestOps created it on the workflow's first upload, here by allurectl under setup-allurectl's
+    # uid (<repository>/actions/workflows/<workflow id>/<attempt>). Not Allure 3's <repository>_<workflow
+    # name>: GitHub gives a called workflow its caller's name in GITHUB_WORKFLOW, act the called one's.
+    seeded = testops.seed_contract(contract, job_url=WORKFLOW_URL,
+                                   job_external_id=f"{REPOSITORY}/actions/workflows/{WORKFLOW_ID}/1")
     launch = testops.add_launch(PROJECT, "agent-protocol #1")
     job_run = testops.add_jobrun(seeded["job-id"], launch_id=launch["id"], stage="scheduled", url=RUN_URL,
                                  case_ids=seeded["case-ids"])
@@ -476,9 +481,10 @@ def test_campaign_runs_end_to_end_against_testops(act_binary: Path, tmp_path: Pa
         statuses = {result["fullName"].rsplit("/", 1)[1]: result["status"] for result in landed}
         assert statuses == {key: "passed" if ok else "failed" for key, (_, _, ok) in CASES.items()}
 
-        # Only the publish job wrote to TestOps (the upload session API); every request was authenticated.
+        # Only the publish job wrote to TestOps (the upload session API, and the evidence: launch attachments,
+        # or result attachments on 25.4); every request was authenticated.
         writers = {entry.route.split("/")[1] for entry in testops.mutations()}
-        assert writers <= {"upload", "launch"}, writers
+        assert writers <= {"upload", "launch", "testresult"}, writers
         assert all(entry.status != 401 for entry in testops.requests())
 
         summaries = result.summaries

@@ -89,7 +89,9 @@ def world(github: GitHubServer, tmp_path: Path) -> Iterator[World]:
     contract = contract_from_document(document)
     env = {**select_job_env(github, tmp_path), "ALLURE_TOKEN": SENTINEL}
     with TestOpsServer(token=SENTINEL) as testops:
-        seeded = testops.seed_contract(contract, job_url=f"{github.url}/{REPOSITORY}/actions/workflows/agent-evals.yml")
+        # The job as TestOps created it on the workflow's first upload by Allure 3 (<repository>_<workflow name>).
+        seeded = testops.seed_contract(contract, job_url=f"{github.url}/{REPOSITORY}/actions/workflows/agent-evals.yml",
+                                       job_external_id=f"{REPOSITORY}_{env['GITHUB_WORKFLOW']}")
         launch = testops.add_launch(PROJECT, "agent-protocol #42")
         run = testops.add_jobrun(seeded["job-id"], launch_id=launch["id"], stage="scheduled",
                                  url=f"{github.url}/{REPOSITORY}/actions/runs/{RUN_ID}", case_ids=seeded["case-ids"])
@@ -125,12 +127,16 @@ def test_a_launched_job_run_that_binds_selects_its_plan(world: World) -> None:
     assert document["source"] == "job-run" and document["backend"] == "testops"
     assert document["testops"] == {"endpoint": world.testops.url, "project-id": PROJECT, "plan-id": PLAN,
                                    "plan-name": "Agent protocol evals", "job-run-id": world.job_run_id,
-                                   "job-id": world.job_id, "launch-id": world.launch_id}
+                                   "job-id": world.job_id, "launch-id": world.launch_id,
+                                   # TestOps confirmed the job's uid; the job run has none yet: the run's id
+                                   "job-uid": f"{REPOSITORY}_{world.env['GITHUB_WORKFLOW']}",
+                                   "job-run-uid": str(RUN_ID)}
     assert f"({world.testops.url}/jobrun/{world.job_run_id})" in run.summary
     assert f"({world.testops.url}/launch/{world.launch_id})" in run.summary
     routes = [entry.route for entry in world.testops.requests("GET")]
-    assert routes == [f"/jobrun/{world.job_run_id}", f"/job/{world.job_id}", f"/launch/{world.launch_id}",
+    assert routes == [f"/jobrun/{world.job_run_id}", f"/job/{world.job_id}", "/job", f"/launch/{world.launch_id}",
                       f"/testplan/{PLAN}", f"/jobrun/{world.job_run_id}/plan"]
+    assert world.testops.requests("GET", "/job")[0].param("externalId") == document["testops"]["job-uid"]
     assert world.testops.mutations() == []  # select only reads TestOps
     no_secret(world, run)
 
@@ -352,3 +358,41 @@ def test_cases_narrow_a_launched_job_runs_plan_explicitly(world: World) -> None:
     run = world.select({"job-run-id": str(world.job_run_id), "cases": "hire-agent-approval",
                         "selection-path": str(world.tmp / "second.json"), "state-dir": str(world.tmp / "s2")})
     refused(run, "selection.not_planned", "cases")
+
+
+# --- the job's uid (issue 13): the one TestOps knows, or nothing ------------------------------------------------
+
+
+def test_a_job_testops_knows_under_no_uid_of_this_workflow_is_refused(world: World) -> None:
+    """/upload/stop finds the job run by the job's uid: select refuses before anything when TestOps lists the
+    bound job under none of the uids this workflow's uploaders use."""
+    world.testops.jobs[world.job_id]["externalId"] = "someone/else_Other"
+    run = world.launched()
+    failure = refused(run, "selection.job_binding", "job.externalId")
+    assert "ALLURE_JOB_UID" in run.summary and failure["expected"] == f"job {world.job_id}"
+    assert world.testops.mutations() == []
+
+
+@pytest.mark.parametrize("uid", ["acme/agents/actions/workflows/161335/1", "acme/agents/actions/workflows/161335",
+                                 "acme/agents_agent-evals.yml"])
+def test_the_uids_other_uploaders_create_jobs_under_are_found(world: World, uid: str) -> None:
+    """setup-allurectl (with and without the run attempt) and this action's 0.1 name jobs otherwise."""
+    world.testops.jobs[world.job_id]["externalId"] = uid
+    run = world.launched()
+    assert run.exit_code == 0, run.summary
+    assert json.loads(Path(run.outputs["selection-path"]).read_bytes())["testops"]["job-uid"] == uid
+
+
+def test_allure_job_uid_names_the_job_outright(world: World) -> None:
+    world.testops.jobs[world.job_id]["externalId"] = "custom-uid"
+    run = world.launched(ALLURE_JOB_UID="custom-uid")
+    assert run.exit_code == 0, run.summary
+    assert [e.param("externalId") for e in world.testops.requests("GET", "/job")] == ["custom-uid"]
+
+
+def test_the_job_runs_own_uid_is_kept(world: World) -> None:
+    world.testops.jobruns[world.job_run_id]["uid"] = "run-uid-from-testops"
+    run = world.launched()
+    assert run.exit_code == 0, run.summary
+    testops = json.loads(Path(run.outputs["selection-path"]).read_bytes())["testops"]
+    assert testops["job-run-uid"] == "run-uid-from-testops"

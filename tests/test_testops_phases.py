@@ -107,7 +107,12 @@ def phases(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> Phases:
 
 
 def mutations(server: TestOpsServer) -> list[tuple[str, str]]:
-    return [(e.method, e.route) for e in server.mutations()]
+    """The changes sent. A plan sync only recomputes the plan: it is counted apart (``syncs``)."""
+    return [(e.method, e.route) for e in server.mutations() if not e.route.endswith("/sync")]
+
+
+def syncs(server: TestOpsServer) -> list[str]:
+    return [e.route for e in server.mutations() if e.route.endswith("/sync")]
 
 
 # --- bootstrap ------------------------------------------------------------------------------------------------
@@ -127,7 +132,9 @@ def test_bootstrap_creates_the_plan_updates_drift_and_a_second_run_changes_nothi
     state = first.state_dir
     assert state is not None
     receipt = json.loads((state / "bootstrap.json").read_text())
-    assert receipt["plan"] == {"id": plan_id, "name": PLAN_NAME, "action": "created", "case-ids": [194, 195]}
+    assert receipt["plan"] == {"id": plan_id, "name": PLAN_NAME, "action": "created", "case-ids": [194, 195],
+                               "plan-sync": None, "test-cases": 2}  # it counted right: no sync needed
+    assert syncs(server) == []
     assert StateDir(state).pending_markers() == []
     assert json.loads((state / "once-bootstrap-case-195.json").read_text())["kind"] == "case-update"
 
@@ -250,13 +257,19 @@ def test_launch_runs_the_plan_once(launch_phases: Phases, server: TestOpsServer)
     assert result.outputs["launch-url"] == f"{server.url}/launch/{launch_id}"
     assert server.launches[launch_id]["name"] == "agent-protocol #17"
     assert mutations(server) == [("POST", "/testplan/340/run")]
+    # The plan is synced right before it runs (difference 5 of issue 13), and the run names the launch with
+    # launchName, the field the API requires (difference 1).
+    assert [(e.method, e.route) for e in server.mutations()] == [("POST", "/testplan/340/sync"),
+                                                                   ("POST", "/testplan/340/run")]
+    assert server.requests("POST", "/testplan/340/run")[0].body == {"launchName": "agent-protocol #17"}
     assert [r["launchId"] for r in server.jobruns.values()] == [launch_id]
     receipt = json.loads((result.state_dir / "launch.json").read_text())  # type: ignore[operator]
     assert receipt["launch-id"] == launch_id and receipt["plan-id"] == 340
+    assert receipt["capabilities"] == {"plan-sync": True, "test-cases": 2}
 
     again = launch_phases.run("launch")
     assert again.exit_code == 3 and again.outputs["error-code"] == "once.already_started"
-    assert mutations(server) == [("POST", "/testplan/340/run")]
+    assert mutations(server) == [("POST", "/testplan/340/run")] and syncs(server) == ["/testplan/340/sync"]
     launch_phases.assert_token_nowhere()
 
 
@@ -442,3 +455,70 @@ def test_golden_summaries(tmp_path: Path, server: TestOpsServer, clock: FakeCloc
     assert_golden(GOLDEN / "launch-uncertain-summary.md", normal(phases.run("launch").summary))
     assert_golden(GOLDEN / "reconcile-summary.md", normal(phases.run("reconcile").summary))
     assert_golden(GOLDEN / "launch-summary.md", normal(phases.run("launch", state="other").summary))
+
+
+# --- the real API (issue 13): each of these failed against the conformance-enforcing server before -------------
+
+
+def test_a_legacy_launch_marker_is_replayed_with_launch_name(launch_phases: Phases, server: TestOpsServer,
+                                                             tmp_path: Path) -> None:
+    """A once-marker written by 0.1 recorded the plan run as {name}; TestOps requires launchName, so a resume
+    that replayed it verbatim could only be refused."""
+    StateDir(tmp_path / "state").once("launch", {
+        "kind": "launch", "endpoint": server.url, "project-id": PROJECT, "plan-id": 340,
+        "name": "agent-protocol #17", "request": {"method": "POST", "path": "/testplan/340/run",
+                                                   "json": {"name": "agent-protocol #17"}}})
+    resumed = launch_phases.run("reconcile", resume="true")
+    assert resumed.exit_code == 0, resumed.summary
+    assert server.requests("POST", "/testplan/340/run")[0].body == {"launchName": "agent-protocol #17"}
+    assert [launch["name"] for launch in server.launches.values()] == ["agent-protocol #17"]
+
+
+def test_a_full_name_used_by_a_case_outside_the_contract_is_a_conflict(phases: Phases, server: TestOpsServer) -> None:
+    """The case listing's rows carry no fullName: the conflict is only visible through the search, whose rows
+    are full test cases."""
+    server.add_case(PROJECT, "Copy", "agents/protocol/company-credential-approval", id=302)
+    result = phases.run("bootstrap")
+    assert (result.exit_code, result.outputs["error-code"]) == (3, "bootstrap.case_conflict")
+    assert result.failure()["field"] == "company-credential-approval.full-name"  # type: ignore[index]
+    assert mutations(server) == []
+    assert server.requests("GET", "/testcase/__search")[0].param("rql") == "id > 0"
+
+
+def test_a_plan_with_an_aql_query_is_refused_before_any_change(launch_phases: Phases, server: TestOpsServer,
+                                                               tmp_path: Path, clock: FakeClock) -> None:
+    """No source shows a PATCH clearing baseRql (a null is an unset field): bootstrap refuses rather than
+    leave a plan that still selects cases by its query."""
+    server.plans[340]["baseRql"] = 'tag = "smoke"'
+    server.cases[195]["name"] = "Old title"
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    result = phases.run("bootstrap")
+    assert (result.exit_code, result.outputs["error-code"]) == (3, "bootstrap.plan_conflict")
+    assert "baseRql" in result.summary and mutations(server) == []
+    assert server.plans[340]["baseRql"] == 'tag = "smoke"'
+
+
+def test_bootstrap_syncs_a_plan_whose_count_is_stale(launch_phases: Phases, server: TestOpsServer, tmp_path: Path,
+                                                     clock: FakeClock) -> None:
+    """testCasesCount is what TestOps computed at the last change or sync: select binds it, so bootstrap
+    syncs a plan that counts wrong (and leaves a plan that counts right alone)."""
+    server.recount_later(340, 1)
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    result = phases.run("bootstrap")
+    assert result.exit_code == 0, result.summary
+    assert mutations(server) == [] and syncs(server) == ["/testplan/340/sync"]
+    receipt = json.loads((result.state_dir / "bootstrap.json").read_text())  # type: ignore[operator]
+    assert (receipt["plan"]["plan-sync"], receipt["plan"]["test-cases"]) == (True, 2)
+    assert "warning" not in result.log
+    server.reset_log()
+    assert phases.run("bootstrap", state="again").exit_code == 0
+    assert server.mutations() == []  # counts right now: nothing sent, not even a sync
+
+
+def test_a_server_without_plan_sync_still_launches(launch_phases: Phases, server: TestOpsServer) -> None:
+    server.fail("POST", "/testplan/340/sync", "status", status=404, times=None)
+    result = launch_phases.run("launch")
+    assert result.exit_code == 0, result.summary
+    receipt = json.loads((result.state_dir / "launch.json").read_text())  # type: ignore[operator]
+    assert receipt["capabilities"]["plan-sync"] is False
+    assert mutations(server) == [("POST", "/testplan/340/run")] and "no plan sync" in result.summary

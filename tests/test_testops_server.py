@@ -45,7 +45,9 @@ def test_rql_subset() -> None:
     assert parse_rql("deleted = false", ["deleted"])(entity)
     assert not parse_rql("id != 3", ["id"])(entity)
     assert not parse_rql('id = "3"', ["id"])(entity)  # types must agree
-    for bad in ("id > 3", "id in 3", "other = 1", "id = 1 or id = 2", 'id = 1 and'):
+    assert parse_rql("id > 0", ["id"])(entity) and parse_rql("id >= 3", ["id"])(entity)
+    assert not parse_rql("id > 3", ["id"])(entity) and not parse_rql("id < 3", ["id"])(entity)
+    for bad in ("id in 3", "other = 1", "id = 1 or id = 2", 'id = 1 and', 'id > "a"'):
         with pytest.raises(Exception, match="unsupported rql"):
             parse_rql(bad, ["id"])
 
@@ -53,13 +55,18 @@ def test_rql_subset() -> None:
 def test_case_search_and_listing_hide_deleted_and_other_projects(client: TestOpsClient) -> None:
     found = client.get("/testcase/__search", {"projectId": PROJECT, "rql": 'fullName = "suite/alpha"'})
     assert [c["id"] for c in found["content"]] == [194]
-    listed = [c["id"] for c in client.pages("/testcase", {"projectId": PROJECT}, page_size=1)]
-    assert listed == [194, 195]
-    with_deleted = [c["id"] for c in client.pages("/testcase", {"projectId": PROJECT, "deleted": True})]
+    listed = list(client.pages("/testcase", {"projectId": PROJECT}, page_size=1))
+    assert [c["id"] for c in listed] == [194, 195]
+    # The plain listing's rows are TestCaseRowDto: no fullName (nor projectId or deleted) in any generation.
+    assert all("fullName" not in c and "projectId" not in c for c in listed)
+    searched = list(client.pages("/testcase/__search", {"projectId": PROJECT, "rql": "id > 0"}))
+    assert [(c["id"], c["fullName"]) for c in searched] == [(194, "suite/alpha"), (195, "suite/beta")]
+    with_deleted = [c["id"] for c in client.pages("/testcase/__search", {"projectId": PROJECT, "rql": "id > 0",
+                                                                           "deleted": True})]
     assert with_deleted == [194, 195, 196]
     assert client.get("/testcase/196")["deleted"] is True
     with pytest.raises(Refusal) as bad:
-        client.get("/testcase/__search", {"projectId": PROJECT, "rql": "id > 1"})
+        client.get("/testcase/__search", {"projectId": PROJECT, "rql": "id ~= 1"})
     assert bad.value.code == "testops.http_400"
 
 
@@ -71,7 +78,7 @@ def test_plan_membership_run_and_job_run_plan(server: TestOpsServer, client: Tes
     patched = client.patch(f"/testplan/{plan['id']}", {"treeSelection": {"leafsInclude": [194, 195, 196]}})
     assert patched["testCasesCount"] == 2  # the deleted case does not count
     server.plans[plan["id"]]["jobIds"].append(job["id"])
-    launch = client.post(f"/testplan/{plan['id']}/run", {"name": "Plan #1"})
+    launch = client.post(f"/testplan/{plan['id']}/run", {"launchName": "Plan #1"})
     assert launch["name"] == "Plan #1" and launch["closed"] is False
     run = next(r for r in server.jobruns.values() if r["launchId"] == launch["id"])
     server.set_jobrun_url(run["id"], "https://github.com/acme/agents/actions/runs/1")
@@ -86,40 +93,59 @@ def test_plan_membership_run_and_job_run_plan(server: TestOpsServer, client: Tes
     assert [x["id"] for x in found["content"]] == [launch["id"]]
 
 
-def test_upload_flow_with_eventual_consistency(server: TestOpsServer, client: TestOpsClient) -> None:
+def test_upload_flow_with_eventual_consistency(server: TestOpsServer, client: TestOpsClient,
+                                              testops_generation: str) -> None:
     job = server.add_job(PROJECT, "evals", external_id="acme/agents_evals.yml")
     launch = server.add_launch(PROJECT, "L")
     run = server.add_jobrun(job["id"], launch_id=launch["id"], case_ids=[194])
     started = client.post("/upload/start", {"projectId": PROJECT, "ci": {"type": "github"},
                                             "job": {"name": "evals", "uid": "acme/agents_evals.yml"},
                                             "jobRun": {"id": run["id"], "uid": "555"}})
-    assert started == {"jobRunId": run["id"], "launchId": launch["id"]}
-    session = client.post("/upload/session", {"jobRunId": run["id"], "environment": []})
+    assert started == {"jobRunId": run["id"], "launchId": launch["id"], "jobId": job["id"], "projectId": PROJECT}
+    assert client.get(f"/jobrun/{run['id']}")["externalId"] == "555"
+    session = client.post("/upload/session", {"launchId": launch["id"], "environment": []}, params={"manual": True})
     results = [{"uuid": "u1", "name": "Alpha", "fullName": "suite/alpha", "status": "passed",
                 "labels": [{"name": "ALLURE_ID", "value": "194"}]},
                {"uuid": "u2", "name": "Beta", "fullName": "suite/beta", "status": "failed", "labels": []}]
     answer = client.post("/upload/test-result", {"testSessionId": session["id"], "results": results})
-    ids = {r["uuid"]: r["id"] for r in answer["results"]}
+    if testops_generation == "current":
+        ids = {r["uuid"]: r["id"] for r in answer["results"]}
+    else:  # 25.4.1's UploadResultsResponseDto: the ids, in the order sent
+        assert set(answer) == {"resultIds"}
+        ids = dict(zip(["u1", "u2"], answer["resultIds"], strict=True))
     attached = client.post(f"/upload/test-result/{ids['u1']}/attachment",
                            files=[("file", ("evidence.json", b'{"ok":true}', "application/json"))])
-    assert attached[0]["name"] == "evidence.json" and attached[0]["contentLength"] == 11
-    client.post("/launch/attachment", params={"launchId": launch["id"], "jobRunId": run["id"]},
-                files=[("file", ("log.txt", b"hello", "text/plain"))])
-    assert server.launch_attachments[0]["sha256"].startswith("2cf24dba")
+    assert attached == [{}] or attached[0]["name"] == "evidence.json"  # the answer's rows are not described
+    assert server.results[ids["u1"]]["attachments"][0]["contentLength"] == 11
+    if testops_generation == "current":
+        client.post("/launch/attachment", params={"launchId": launch["id"]},
+                    files=[("file", ("log.txt", b"hello", "text/plain"))])
+        assert server.launch_attachments[0]["sha256"].startswith("2cf24dba")
+    else:
+        with pytest.raises(Refusal) as absent:
+            client.post("/launch/attachment", params={"launchId": launch["id"]},
+                        files=[("file", ("log.txt", b"hello", "text/plain"))])
+        assert absent.value.code == "testops.http_404" and not server.launch_attachments
 
     # Hidden for two polls, visible on the third.
-    assert client.get(f"/launch/{launch['id']}/progress") == {"ready": False, "pending": 2}
+    assert client.get(f"/launch/{launch['id']}/progress") == {"ready": False}
     assert list(client.pages("/testresult", {"launchId": launch["id"]})) == []
     rows = list(client.pages("/testresult", {"launchId": launch["id"]}))
     assert [(r["fullName"], r["status"], r["testCaseId"]) for r in rows] == [
         ("suite/alpha", "passed", 194), ("suite/beta", "failed", 195)]
     detail = client.get(f"/testresult/{ids['u1']}")
-    assert detail["jobRun"] == {"id": run["id"]} and detail["uuid"] == "u1"
+    assert detail["jobRun"]["id"] == run["id"] and "uuid" not in detail  # TestResultDto has no uuid
     assert client.get(f"/launch/{launch['id']}/progress")["ready"] is True
 
-    client.post("/upload/stop", {"jobRunId": run["id"], "projectId": PROJECT, "status": "failed"})
+    # The stop names the job run by (projectId, jobUid, jobRunUid): another job uid finds nothing.
+    with pytest.raises(Refusal) as other_uid:
+        client.post("/upload/stop", {"projectId": PROJECT, "jobUid": "acme/agents_Evals", "jobRunUid": "555",
+                                     "status": "failed"})
+    assert other_uid.value.code == "testops.http_404"
+    client.post("/upload/stop", {"projectId": PROJECT, "jobUid": "acme/agents_evals.yml", "jobRunUid": "555",
+                                 "status": "failed"})
     assert server.jobruns[run["id"]]["stage"] == "finished"
-    client.post(f"/launch/{launch['id']}/close")
+    assert client.post(f"/launch/{launch['id']}/close") is None  # 204
     with pytest.raises(Refusal) as closed:
         client.post("/upload/test-result", {"testSessionId": session["id"], "results": results})
     assert closed.value.code == "testops.http_409" and "launch is closed" in closed.value.message

@@ -373,11 +373,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Upload the results directory export wrote, unchanged; the refusal names the file that is missing, "
               "extra or changed.",
               cause="A step between export and upload added, removed or edited a file in allure-results/."),
-        _spec("upload.binding", _I, "TestOps attached the upload to another project, job run or launch than the "
-              "selection's",
-              "Check the TestOps project id and job run in the refusal against the selection; if TestOps is "
-              "behind a proxy, check that it forwards to the right instance.",
-              cause="A contract or `testops-project-id` override that points at another project than the job run."),
+        _spec("upload.binding", _I, "TestOps attached the upload to another project, job, job run or launch than "
+              "the selection's, or knows the job run under another uid than the upload names",
+              "Check the TestOps project id, job and job run in the refusal against the selection; if TestOps is "
+              "behind a proxy, check that it forwards to the right instance. A selection without the job's uid "
+              "comes from an earlier select: run the campaign again from `select`.",
+              cause="A contract or `testops-project-id` override that points at another project than the job run, "
+                    "a job run another upload already named under another uid, or a selection made by 0.1."),
         _spec("upload.report", _U, "the Allure Report could not be built, or its statistics differ from the "
               "receipt",
               "Read the report log the refusal names; install Allure Report 3 (docs/install.md) or set "

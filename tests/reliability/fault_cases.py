@@ -112,11 +112,12 @@ _RESEND = ("launch", "launch.resend")
 
 CASES: tuple[FaultCase, ...] = (
     *_mutation_cases("bootstrap", "PATCH /testcase/195", 1, "bootstrap-case-195"),
-    FaultCase("bootstrap", "duplicates", "GET /testcase", 0, None, 2,
+    FaultCase("bootstrap", "duplicates", "GET /testcase/__search", 0, None, 2,
               "a case listed twice is one case: one PATCH and one POST, as without the fault"),
-    *_mutation_cases("launch", r"POST /testplan/\d+/run", 1, "launch"),
-    FaultCase("launch", "duplicates", "GET /testplan", 0, None, 1,
-              "the plan listed twice is one plan (same id): launched once"),
+    # launch sends the plan sync (which only recomputes the plan), then the run: two requests, each once
+    *_mutation_cases("launch", r"POST /testplan/\d+/run", 2, "launch"),
+    FaultCase("launch", "duplicates", "GET /testplan", 0, None, 2,
+              "the plan listed twice is one plan (same id): synced once, launched once"),
     *_read_cases("select", r"GET /jobrun/\d+"),
     FaultCase("select", "duplicates", r"GET /jobrun/\d+/plan", 3, "selection.duplicate_case", 0,
               "a case planned twice is refused; no selection is written"),

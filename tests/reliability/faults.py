@@ -164,13 +164,15 @@ def select_world(world: TestOpsWorld) -> Callable[[], Outcome]:
     github = world.github  # type: ignore[attr-defined]
     document = example_document()
     contract = contract_from_document(document)
-    seeded = world.server.seed_contract(contract, job_url=f"{github.url}/{REPOSITORY}/actions/workflows/agent-evals.yml")
+    job_env = select_job_env(github, world.tmp)
+    seeded = world.server.seed_contract(contract, job_url=f"{github.url}/{REPOSITORY}/actions/workflows/agent-evals.yml",
+                                        job_external_id=f"{REPOSITORY}_{job_env['GITHUB_WORKFLOW']}")
     launch = world.server.add_launch(PROJECT, "agent-protocol #42")
     run = world.server.add_jobrun(seeded["job-id"], launch_id=launch["id"], stage="scheduled",
                                   url=f"{github.url}/{REPOSITORY}/actions/runs/{SELECT_RUN_ID}",
                                   case_ids=seeded["case-ids"])
     contract_path = write_document(world.tmp, document)
-    env = {**select_job_env(github, world.tmp), "ALLURE_JOB_RUN_ID": str(run["id"])}
+    env = {**job_env, "ALLURE_JOB_RUN_ID": str(run["id"])}
     options = {"contract": str(contract_path), "testops-endpoint": world.server.url,
                "selection-path": str(world.tmp / "out" / "selection.json"), "job-run-id": str(run["id"])}
     return lambda: _testops_outcome(world, world.phase("select", options, env), [world.tmp / "state",

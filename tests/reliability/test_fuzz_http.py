@@ -172,6 +172,7 @@ def test_fuzz_testops_http(fuzz: Targets, scripted: ScriptedServer, answer: Answ
 # --- testops-bindings ------------------------------------------------------------------------------------
 
 LIVE = env_context(corpus.env())
+JOB_UID = "acme/agents_Agent evals"  # the uid the job was created with (ALLURE_JOB_UID names it here)
 
 
 @dataclass(frozen=True)
@@ -186,11 +187,13 @@ def recorded() -> Recorded:
     gives to the reads select binds."""
     contract = corpus.example_contract()
     with TestOpsServer(token=TOKEN) as server:
-        seeded = server.seed_contract(contract, job_url=LIVE.workflow_url)
+        seeded = server.seed_contract(contract, job_url=LIVE.workflow_url, job_external_id=JOB_UID)
         launch = server.add_launch(contract.testops.project_id, "agent-protocol #42")  # type: ignore[union-attr]
         run = server.add_jobrun(seeded["job-id"], launch_id=launch["id"], stage="scheduled", url=LIVE.run_url,
                                 case_ids=seeded["case-ids"])
-        paths = [f"/api/jobrun/{run['id']}", f"/api/job/{seeded['job-id']}", f"/api/launch/{launch['id']}",
+        lookup = requests.Request("GET", server.url + "/api/job", params={
+            "projectId": contract.testops.project_id, "externalId": JOB_UID}).prepare().path_url  # type: ignore[union-attr]
+        paths = [f"/api/jobrun/{run['id']}", f"/api/job/{seeded['job-id']}", lookup, f"/api/launch/{launch['id']}",
                  f"/api/testplan/{seeded['plan-id']}", f"/api/jobrun/{run['id']}/plan?expected=true"]
         documents = {}
         for path in paths:
@@ -212,7 +215,7 @@ def test_fuzz_testops_bindings(fuzz: Targets, scripted: ScriptedServer, data: st
                                                    None) if path in served else Answer(404, {}, b"{}")
     contract = corpus.example_contract()
     with client_for(scripted.url) as client, target.example("select"):
-        bind_job_run(client, contract, LIVE, seeds.job_run_id, None)
+        bind_job_run(client, contract, LIVE, seeds.job_run_id, None, job_uid=JOB_UID)
         rows = parse_jobrun_plan(client.get(f"/jobrun/{seeds.job_run_id}/plan", {"expected": "true"}))
         match_rows(rows, contract)
 

@@ -11,6 +11,13 @@ inject faults with :meth:`TestOpsServer.fail`, and assert on :attr:`TestOpsServe
         client.get("/testcase/194")          # two 503s, then the case
         assert [e.status for e in server.requests("GET", r"/testcase/194")] == [503, 503, 200]
 
+**Generations and conformance.** The server speaks one generation of the conformance table
+(``tests/data/testops-conformance.json``; ``generation="25.4"`` or ``"current"``, by default the one the
+suite's ``testops_generation`` fixture chose). Every request is checked against the table first
+(``servers/conformance.py``): what it refuses is answered 400/404/415 with TestOps' error body
+``{message, status, timestamp}``, and every 2xx answer keeps only the fields the generation documents.
+The endpoint list below is what the handlers do; the table says what each generation accepts and answers.
+
 **Prefixes.** Every endpoint answers under both ``/api`` and ``/api/rs`` (one shared state), unless the
 constructor's ``prefixes`` narrows that. The token exchange is only at ``/api/uaa/oauth/token``.
 Fault patterns and :meth:`requests` match the *route*: the path with the prefix removed (``/testcase/194``).
@@ -35,32 +42,36 @@ number, size, last, first, numberOfElements, empty}`` with ``page`` 0-based and 
 ``POST {P}/testplan``                         ``{projectId, name, treeSelection?}`` -> plan
 ``PATCH {P}/testplan/{id}``                   ``{name?, treeSelection?}``: plan membership is
                                               ``treeSelection.leafsInclude`` (test case ids), replaced whole
-``POST {P}/testplan/{id}/sync``               no-op here (membership applies at once); -> plan
-``POST {P}/testplan/{id}/run``                ``{name}`` -> launch; one job run per job of the plan
+``POST {P}/testplan/{id}/sync``               recounts the plan's test cases (``recount_later`` makes a count stale)
+``POST {P}/testplan/{id}/run``                ``{launchName}`` -> launch; one job run per job of the plan
 ``GET {P}/job?projectId&externalId=``         the job, or 404 (as Allure 3 expects)
 ``GET {P}/job/{id}``                          ``{id, name, projectId, type, url, externalId, parameters}``
-``GET {P}/jobrun/{id}``                       ``{id, url, launchId, stage, projectId, job{id,type,url,name}}``
+``GET {P}/jobrun/{id}``                       ``{id, externalId (its uid), url, launchId, stage, status, job{id,type,url,name}}``
 ``GET {P}/jobrun/{id}/plan?expected=true``    ``[{id, selector}]`` (selector = the case's fullName)
 ``GET {P}/launch?projectId=``                 page, newest first; ``__search`` with fields ``id``, ``name``, ``closed``
 ``GET {P}/launch/{id}``                       ``{id, projectId, name, closed, createdDate, ...}``
 ``POST {P}/launch``                           ``{name, projectId}`` -> launch
 ``POST {P}/launch/{id}/close|reopen``         -> launch
 ``GET {P}/launch/{id}/progress``              ``{ready}``: true once every result of the launch is visible
-``POST {P}/launch/attachment?launchId&jobRunId``  multipart ``file`` parts -> ``[{id, name, contentLength}]``
-``POST {P}/upload/start``                     Allure 3 body -> ``{jobRunId, launchId}`` (attaches to
-                                              ``jobRun.id`` when given, else finds/creates job and job run)
-``POST {P}/upload/session``                   ``{jobRunId}`` or ``{launchId}`` (``?manual=true``) -> ``{id, ...}``
-``POST {P}/upload/test-result``               ``{testSessionId, results:[<= max_chunk]}`` -> ``{results:[{id, uuid}]}``;
-                                              the ``ALLURE_ID`` label maps to ``testCaseId``; 409 if the launch is closed
+``POST {P}/launch/attachment?launchId``       (current only) multipart ``file`` parts
+``POST {P}/upload/start``                     -> ``{jobRunId, launchId, jobId, projectId}`` (attaches to ``jobRun.id`` and
+                                              sets its uid when given, else finds/creates job and job run; a
+                                              ``job.parameters`` list replaces the job's parameters)
+``POST {P}/upload/session``                   ``{launchId}`` with ``?manual=true``, or (current) ``{jobRunId}`` -> ``{id, ...}``
+``POST {P}/upload/test-result``               ``{testSessionId, results:[<= max_chunk]}`` -> ``{results:[{id, uuid}]}``
+                                              (current) or ``{resultIds}`` in the order sent (25.4); the ``ALLURE_ID``
+                                              label maps to ``testCaseId``; 409 if the launch is closed
 ``POST {P}/upload/test-result/{id}/attachment``  multipart ``file`` parts
-``POST {P}/upload/stop``                      ``{jobRunId? , jobRunUid?, jobUid?, projectId, status}``: job run finished
+``POST {P}/testresult/attachment?testResultId``  multipart ``file`` parts, attached to the result
+``POST {P}/upload/stop``                      ``{projectId, jobUid, jobRunUid, status}``: finds the job by its external
+                                              id and its run by uid (404 otherwise); the job run is finished
 ``GET {P}/testresult?launchId=``              page of *visible* results ``{id, projectId, launchId, testCaseId,
                                               name, fullName, status, start, stop, duration}``
 ``GET {P}/testresult/{id}``                   the same plus ``jobRun{id}``, ``message``, ``labels``, ``uuid``
 ============================================  ==========================================================
 
-**RQL subset**: ``clause (and clause)*``; ``clause`` is ``field = value`` (``==`` and ``!=`` too) or
-``field in [v, v, ...]``; values are integers, ``"double-quoted"`` strings (``\\"`` escapes) or
+**RQL subset**: ``clause (and clause)*``; ``clause`` is ``field = value`` (``==`` and ``!=`` too), a numeric
+``field > n`` (``>=``, ``<``, ``<=``) or ``field in [v, v, ...]``; values are integers, ``"double-quoted"`` strings (``\\"`` escapes) or
 ``true``/``false``. Anything else answers 400.
 
 **Eventual consistency.** An uploaded result stays hidden for the first ``visible_after_polls`` polls of
@@ -108,6 +119,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from servers import conformance
+
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
 FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
@@ -152,6 +165,9 @@ class LoggedRequest:
     status: int | None = None
     fault: str | None = None
     auth: str | None = None
+    endpoint: str | None = None  # the conformance table's endpoint id
+    refused: str | None = None  # why the conformance table refused the request
+
 
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -167,7 +183,7 @@ class _Response:
 
 # --- RQL --------------------------------------------------------------------------------------------------
 
-_RQL_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+)|(?P<op>==|!=|=|\[|\]|,)'
+_RQL_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+)|(?P<op>==|!=|>=|<=|=|>|<|\[|\]|,)'
                         r"|(?P<word>[A-Za-z_][A-Za-z0-9_.]*))")
 
 
@@ -227,10 +243,16 @@ def parse_rql(text: str, fields: Iterable[str]) -> Callable[[dict[str, Any]], bo
             clauses.append(_rql_in(name, values))
         else:
             op = take("op")
-            if op not in ("=", "==", "!="):
+            if op not in ("=", "==", "!=", ">", ">=", "<", "<="):
                 raise HttpError(400, f"unsupported rql operator {op!r}")
             value = take("value")
-            clauses.append(_rql_in(name, [value], negate=op == "!="))
+            if op in ("=", "==", "!="):
+                clauses.append(_rql_in(name, [value], negate=op == "!="))
+            else:
+                # Numeric comparison (AQL docs: id >= 100); a string or boolean value is refused.
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise HttpError(400, f"unsupported rql: {op} needs a number")
+                clauses.append(_rql_compare(name, op, value))
         if i == len(tokens):
             break
         take("kw", "and")
@@ -240,6 +262,16 @@ def parse_rql(text: str, fields: Iterable[str]) -> Callable[[dict[str, Any]], bo
 def _rql_in(name: str, values: list[Any], *, negate: bool = False) -> Callable[[dict[str, Any]], bool]:
     def clause(entity: dict[str, Any]) -> bool:
         return any(_rql_equal(entity.get(name), v) for v in values) != negate
+
+    return clause
+
+
+def _rql_compare(name: str, op: str, wanted: int) -> Callable[[dict[str, Any]], bool]:
+    def clause(entity: dict[str, Any]) -> bool:
+        actual = entity.get(name)
+        if isinstance(actual, bool) or not isinstance(actual, int):
+            return False
+        return {">": actual > wanted, ">=": actual >= wanted, "<": actual < wanted, "<=": actual <= wanted}[op]
 
     return clause
 
@@ -268,7 +300,13 @@ class TestOpsServer:
         prefixes: tuple[str, ...] = ("/api", "/api/rs"),
         max_page_size: int = 1000,
         max_chunk: int = 100,
+        generation: str | None = None,
     ) -> None:
+        # The server generation (tests/data/testops-conformance.json): which endpoints exist, what they accept
+        # and what they answer. Tests that do not choose run against the suite's parametrized generation.
+        self.generation = generation or conformance.DEFAULT_GENERATION
+        if self.generation not in conformance.GENERATIONS:
+            raise ValueError(f"generation must be one of {conformance.GENERATIONS}")
         self.token = token
         self.jwt_expires_in = jwt_expires_in
         self.visible_after_polls = visible_after_polls
@@ -288,6 +326,7 @@ class TestOpsServer:
         self.sessions: dict[int, dict[str, Any]] = {}
         self.results: dict[int, dict[str, Any]] = {}
         self.launch_attachments: list[dict[str, Any]] = []
+        self.syncs: list[int] = []  # plan ids recounted (changed or synced), in order
         self.polls: dict[int, int] = {}
         self._jwts: dict[str, float] = {}
         self._ids = itertools.count(1000)
@@ -395,7 +434,7 @@ class TestOpsServer:
             return launch
 
     def add_jobrun(self, job_id: int, *, launch_id: int | None = None, url: str | None = None,
-                   case_ids: Iterable[int] = (), id: int | None = None, stage: str = "running",
+                   case_ids: Iterable[int] = (), id: int | None = None, stage: str = "in_progress",
                    uid: str | None = None) -> dict[str, Any]:
         with self.lock:
             job = self.jobs[job_id]
@@ -534,16 +573,50 @@ class TestOpsServer:
                 entry.auth = self._authenticate(handler.headers.get("Authorization"))
                 if body is _BAD_JSON:
                     raise HttpError(400, "the body is not JSON")
+                endpoint = self._conform(entry, handler.command, route, query, body, ctype, raw)
                 with self.lock:
                     response = self._dispatch(handler.command, route, query, body, ctype, raw)
+                if endpoint is not None and 200 <= response.status < 300:
+                    response = self._documented(endpoint, response)
         except HttpError as error:
-            response = _Response(error.status, {"message": error.message})
+            response = _Response(error.status, conformance.error_body(error.status, error.message, self._now_ms()))
         response.headers.update(headers)
 
         if fault is None:
             self._send(handler, entry, response)
         else:
             self._apply_fault(handler, entry, fault, response)
+
+    def _conform(self, entry: LoggedRequest, method: str, route: str, query: dict[str, list[str]], body: Any,
+                 ctype: str, raw: bytes) -> conformance.Endpoint | None:
+        """Check the request against the generation's conformance table (400/404/415 like the real server)."""
+        endpoint = conformance.endpoint(self.generation, method, route)
+        if endpoint is None:  # no such route: the dispatch answers 404 or 405 (every route is tabled)
+            return None
+        entry.endpoint = endpoint.id
+        parts = [part["name"] for part in _multipart(ctype, raw)] if ctype.startswith("multipart/form-data") else None
+        if raw and body is None and parts is None and not ctype.startswith("application/json"):
+            body = raw  # a body of another content type: the table decides whether that is allowed
+        try:
+            conformance.check_request(endpoint, query, ctype, body if raw else None, parts)
+        except conformance.Refused as refused:
+            entry.refused = refused.reason
+            raise HttpError(refused.status, refused.reason) from None
+        return endpoint
+
+    def _documented(self, endpoint: conformance.Endpoint, response: _Response) -> _Response:
+        """The answer as the generation documents it: its status, and only the fields it lists."""
+        status = endpoint.answer.get("status", response.status)
+        shape = conformance.answer_shape(endpoint)
+        if status == 204 or shape is None:
+            return _Response(status, None, response.headers)
+        documented = conformance.project(shape, response.payload)
+        try:
+            conformance.check_value(shape, documented, "answer")
+        except conformance.Refused as broken:  # a bug of this server, never an answer to the client's request
+            raise HttpError(500, f"the test server's answer to {endpoint.id} breaks the conformance table: "
+                            f"{broken.reason}") from None
+        return _Response(status, documented, response.headers)
 
     def _apply_fault(self, handler: _Handler, entry: LoggedRequest, fault: Fault, response: _Response) -> None:
         kind = fault.kind
@@ -688,6 +761,7 @@ class TestOpsServer:
             ("POST", r"/upload/stop", "upload_stop"),
             ("GET", r"/testresult", "list_results"),
             ("GET", r"/testresult/(\d+)", "get_result"),
+            ("POST", r"/testresult/attachment", "testresult_attachment"),
         )
     )
 
@@ -767,14 +841,24 @@ class TestOpsServer:
         return 200, self._case_view(case)
 
     # test plans
-    def _plan_view(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def _count(self, plan: dict[str, Any]) -> int:
         leafs = plan["treeSelection"]["leafsInclude"]
-        count = sum(1 for cid in set(leafs) if cid in self.cases and not self.cases[cid]["deleted"]
-                    and self.cases[cid]["projectId"] == plan["projectId"])
-        view = {k: v for k, v in plan.items() if k != "jobIds"}
+        return sum(1 for cid in set(leafs) if cid in self.cases and not self.cases[cid]["deleted"]
+                   and self.cases[cid]["projectId"] == plan["projectId"])
+
+    def _plan_view(self, plan: dict[str, Any]) -> dict[str, Any]:
+        view = {k: v for k, v in plan.items() if k not in ("jobIds", "_count")}
         view["treeSelection"] = json.loads(json.dumps(plan["treeSelection"]))
-        view["testCasesCount"] = count
+        # The count TestOps computed when the plan was last created, changed or synced: a case deleted or
+        # moved since leaves it stale until POST /testplan/{id}/sync (conformance table, testplan.sync).
+        stored = plan.get("_count")
+        view["testCasesCount"] = self._count(plan) if stored is None else stored
         return view
+
+    def recount_later(self, plan_id: int, stale: int) -> None:
+        """Make the plan report ``stale`` as its case count until it is synced (or changed)."""
+        with self.lock:
+            self.plans[plan_id]["_count"] = stale
 
     def _plan(self, plan_id: int) -> dict[str, Any]:
         plan = self.plans.get(plan_id)
@@ -809,19 +893,21 @@ class TestOpsServer:
             plan["name"] = name
         if "treeSelection" in body:
             plan["treeSelection"] = _tree(_leafs(body["treeSelection"]))
-        if "baseRql" in body:
+        if body.get("baseRql") is not None:
+            # A null is an unset field to Jackson: it leaves the query as it was (no source shows it clearing).
             plan["baseRql"] = body["baseRql"]
+        plan.pop("_count", None)
+        self.syncs.append(plan_id)
         return 200, self._plan_view(plan)
 
     def _r_sync_plan(self, _r: _Request, plan_id: int) -> tuple[int, Any]:
-        return 200, self._plan_view(self._plan(plan_id))
+        plan = self._plan(plan_id)
+        plan.pop("_count", None)
+        self.syncs.append(plan_id)
+        return 200, self._plan_view(plan)
 
     def _r_run_plan(self, r: _Request, plan_id: int) -> tuple[int, Any]:
-        body = r.object()
-        name = body.get("name")
-        if not isinstance(name, str) or not name or len(name) > 255:
-            raise HttpError(400, "name must be a non-empty string of at most 255 characters")
-        launch, _runs = self._run_plan(plan_id, name, None)
+        launch, _runs = self._run_plan(plan_id, r.object()["launchName"], None)
         return 200, dict(launch)
 
     def _run_plan(self, plan_id: int, name: str, jobrun_url: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -855,11 +941,16 @@ class TestOpsServer:
             raise HttpError(404, f"job run {run_id} not found")
         return run
 
+    def _jobrun_view(self, run_id: int) -> dict[str, Any]:
+        if run_id not in self.jobruns:
+            return {"id": run_id}
+        return self._r_get_jobrun(None, run_id)[1]  # type: ignore[arg-type]
+
     def _r_get_jobrun(self, _r: _Request, run_id: int) -> tuple[int, Any]:
         run = self._jobrun(run_id)
         job = self.jobs[run["jobId"]]
         return 200, {"id": run["id"], "url": run["url"], "launchId": run["launchId"], "stage": run["stage"],
-                     "projectId": run["projectId"], "status": run["status"],
+                     "projectId": run["projectId"], "status": run["status"], "externalId": run["uid"],
                      "job": {"id": job["id"], "type": job["type"], "url": job["url"], "name": job["name"]}}
 
     def _r_get_jobrun_plan(self, _r: _Request, run_id: int) -> tuple[int, Any]:
@@ -924,7 +1015,7 @@ class TestOpsServer:
             raise HttpError(409, "launch is closed")
         stored = []
         for part in r.files():
-            item = {"id": next(self._ids), "launchId": launch["id"], "jobRunId": r.param("jobRunId"), **part}
+            item = {"id": next(self._ids), "launchId": launch["id"], **part}
             self.launch_attachments.append(item)
             stored.append({k: item[k] for k in ("id", "name", "contentLength", "contentType")})
         return 200, stored
@@ -940,14 +1031,21 @@ class TestOpsServer:
         if not job_doc.get("uid") or not run_doc.get("uid"):
             raise HttpError(400, "job.uid and jobRun.uid are required")
         if run_doc.get("id") is not None:
+            # A job run TestOps started (ALLURE_JOB_RUN_ID): the upload attaches to it by id and names its uid;
+            # the job keeps the external id it was created with, so /upload/stop finds this run only under
+            # that job uid (the 404 of a mismatched uid, issue 13).
             run = self._jobrun(int(run_doc["id"]))
             if run["projectId"] != project:
                 raise HttpError(400, "the job run belongs to another project")
             run["uid"] = run_doc["uid"]
-            run["stage"] = "running"
+            run["stage"] = "in_progress"
             if run_doc.get("url"):
                 run["url"] = run_doc["url"]
-            return 200, {"jobRunId": run["id"], "launchId": run["launchId"]}
+            if isinstance(job_doc.get("parameters"), list):
+                # A full replacement, not a merge (allure3 jobParameters.ts): [] erases the job's parameters.
+                self.jobs[run["jobId"]]["parameters"] = [dict(p) for p in job_doc["parameters"]]
+            return 200, {"jobRunId": run["id"], "launchId": run["launchId"], "jobId": run["jobId"],
+                         "projectId": project}
         job = next((j for j in self.jobs.values()
                     if j["projectId"] == project and j["externalId"] == job_doc["uid"]), None)
         if job is None:
@@ -959,10 +1057,13 @@ class TestOpsServer:
         else:
             launch_id = self.add_launch(project, str(run_doc.get("name") or job["name"]))["id"]
         run = self.add_jobrun(job["id"], launch_id=launch_id, url=run_doc.get("url"), uid=run_doc["uid"])
-        return 200, {"jobRunId": run["id"], "launchId": launch_id}
+        return 200, {"jobRunId": run["id"], "launchId": launch_id, "jobId": job["id"], "projectId": project}
 
     def _r_upload_session(self, r: _Request) -> tuple[int, Any]:
         body = r.object()
+        if body.get("launchId") is not None and r.param("manual") != "true":
+            # The launch body is the manual session's (allure3 client: ?manual=true with {launchId}).
+            raise HttpError(400, "a session for a launch needs manual=true")
         if body.get("jobRunId") is not None:
             run = self._jobrun(int(body["jobRunId"]))
             launch_id, run_id, project = run["launchId"], run["id"], run["projectId"]
@@ -976,6 +1077,11 @@ class TestOpsServer:
         if self.launches[launch_id]["closed"]:
             raise HttpError(409, "launch is closed")
         session_id = self._new_id(self.sessions, None)
+        if run_id is None:
+            # A manual session names no job run; its results still count for the job run of this launch that
+            # an upload start attached to (the job run the upload finishes with /upload/stop).
+            run_id = next((x["id"] for x in self.jobruns.values() if x["launchId"] == launch_id
+                           and x["stage"] == "in_progress"), None)
         session = {"id": session_id, "launchId": launch_id, "jobRunId": run_id, "projectId": project,
                    "environment": body.get("environment") or [], "manual": r.param("manual") == "true"}
         self.sessions[session_id] = session
@@ -997,7 +1103,7 @@ class TestOpsServer:
         for item in results:
             if not isinstance(item, dict) or not isinstance(item.get("uuid"), str) or not item["uuid"]:
                 raise HttpError(400, "every result needs a uuid")
-            if item.get("status", "unknown") not in STATUSES:
+            if str(item.get("status") or "unknown").lower() not in STATUSES:
                 raise HttpError(400, f"unknown status {item.get('status')!r}")
         polls = self.polls.get(launch["id"], 0)
         answer = []
@@ -1006,13 +1112,17 @@ class TestOpsServer:
             self.results[result_id] = {
                 "id": result_id, "uuid": item["uuid"], "projectId": session["projectId"],
                 "launchId": launch["id"], "jobRunId": session["jobRunId"], "sessionId": session["id"],
-                "name": item.get("name"), "fullName": item.get("fullName"), "status": item.get("status", "unknown"),
+                "name": item.get("name"), "fullName": item.get("fullName"),
+                "status": str(item.get("status") or "unknown").lower(),
                 "testCaseId": self._case_for(session["projectId"], item), "message": item.get("message"),
                 "start": item.get("start"), "stop": item.get("stop"), "duration": item.get("duration"),
                 "labels": item.get("labels") or [], "attachments": [],
                 "_visibleAt": polls + self.visible_after_polls + 1,
             }
             answer.append({"id": result_id, "uuid": item["uuid"]})
+        if self.generation == "25.4":
+            # UploadResultsResponseDto of 25.4.1: the ids alone, in the order the results were sent.
+            return 200, {"resultIds": [item["id"] for item in answer]}
         return 200, {"results": answer}
 
     def _case_for(self, project: int, item: dict[str, Any]) -> int | None:
@@ -1040,20 +1150,32 @@ class TestOpsServer:
             stored.append({k: item[k] for k in ("id", "name", "contentLength", "contentType")})
         return 200, stored
 
+    def _r_testresult_attachment(self, r: _Request) -> tuple[int, Any]:
+        result = self.results.get(r.int_param("testResultId"))
+        if result is None:
+            raise HttpError(404, "test result not found")
+        stored = []
+        for part in r.files():
+            item = {"id": next(self._ids), **part}
+            result["attachments"].append(item)
+            stored.append({"storageKey": f"tr/{result['id']}/{item['id']}", "missed": False, "fromTestCase": False})
+        return 200, stored
+
     def _r_upload_stop(self, r: _Request) -> tuple[int, Any]:
+        # ExternalRunStopRequestDto names the job run by (projectId, jobUid, jobRunUid) only: the job by its
+        # external id, then its run by uid (conformance table, upload.stop).
         body = r.object()
-        run = None
-        if body.get("jobRunId") is not None:
-            run = self._jobrun(int(body["jobRunId"]))
-        else:
-            run = next((x for x in self.jobruns.values()
-                        if x["uid"] is not None and x["uid"] == body.get("jobRunUid")
-                        and x["projectId"] == body.get("projectId")), None)
+        project = body["projectId"]
+        job = next((j for j in self.jobs.values() if j["projectId"] == project and j["externalId"] is not None
+                    and j["externalId"] == body["jobUid"]), None)
+        run = None if job is None else next((x for x in self.jobruns.values() if x["jobId"] == job["id"]
+                                             and x["uid"] is not None and x["uid"] == body["jobRunUid"]), None)
         if run is None:
             raise HttpError(404, "job run not found")
         run["stage"] = "finished"
         run["status"] = body.get("status")
-        return 200, {"jobRunId": run["id"], "stage": run["stage"]}
+        return 200, {"jobRunId": run["id"], "launchId": run["launchId"], "jobId": run["jobId"],
+                     "projectId": run["projectId"]}
 
     # test results
     def _result_row(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -1073,7 +1195,7 @@ class TestOpsServer:
             raise HttpError(404, f"test result {result_id} not found")
         detail = self._result_row(result)
         detail.update({"uuid": result["uuid"], "message": result["message"], "labels": result["labels"],
-                       "jobRun": {"id": result["jobRunId"]} if result["jobRunId"] is not None else None})
+                       "jobRun": self._jobrun_view(result["jobRunId"]) if result["jobRunId"] is not None else None})
         return 200, detail
 
     # pages

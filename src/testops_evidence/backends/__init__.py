@@ -71,6 +71,8 @@ class SelectInputs:
     job_run_env: Path | None  # the job-run-env input (allurectl job-run env output)
     standing_plan: Path | None
     narrowed: bool  # the cases input narrows whatever is selected
+    workflow_name: str | None = None  # GITHUB_WORKFLOW: the workflow's name
+    job_uid: str | None = None  # ALLURE_JOB_UID: the uid the workflow's TestOps job was created with
 
 
 @dataclass
@@ -84,7 +86,6 @@ class Outcome:
     testops: TestOpsBinding | None = None
     bindings: list[tuple[str, str, str]] = field(default_factory=list)  # (object, checked, value)
     planned: int = 0
-    capabilities: dict[str, Any] = field(default_factory=dict)  # what the server showed it supports
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ class Backend:
                 assert given is not None  # refused above, before the client was built
                 job_run_id = given
             manual = env_path is not None
-            binding, checks = bind_job_run(client, contract, inputs.live, job_run_id, expected_launch)
+            binding, checks = bind_job_run(client, contract, inputs.live, job_run_id, expected_launch,
+                                           workflow_name=inputs.workflow_name, job_uid=inputs.job_uid)
             if manual:
                 rows, origin, why = _manual_rows(contract, plan_path)
                 source = "standing-plan"
@@ -92,16 +93,33 @@ class Backend:
             record = upload(client, self.services.state, prepared, self.services.log)
         count, requests = record["uploaded-count"], record["requests"]
         ratio = requests / max(1, len(receipt.results))
-        return Published(record, f"✅ Published {count} results to TestOps launch #{record['launch-id']} (job run "
-                                 f"#{record['job-run-id']}) in {requests} requests ({ratio:.3f} per result).")
+        headline = (f"✅ Published {count} results to TestOps launch #{record['launch-id']} (job run "
+                    f"#{record['job-run-id']}) in {requests} requests ({ratio:.3f} per result).")
+        if record["evidence"].get("form") == "per-result":
+            headline += " The evidence went result by result: this TestOps has no launch attachments."
+        return Published(record, headline)
 
     @staticmethod
     def publication_rows(publication: Mapping[str, Any]) -> Sequence[tuple[str, Any]]:
-        return [("launch", summary.link(f"#{publication['launch-id']}", publication["launch-url"])),
-                ("job run", f"#{publication['job-run-id']}"), ("upload session", f"#{publication['session-id']}"),
-                ("result chunks", publication["chunks"]),
-                ("evidence bundle", summary.join((summary.code(p["name"]) for p in publication["evidence"]), ", ")),
-                ("requests", publication["requests"])]
+        evidence = publication["evidence"]
+        if isinstance(evidence, list):  # a record of 0.1: the bundle parts alone
+            evidence = {"form": "launch-bundle", "parts": evidence}
+        if evidence.get("form") == "per-result":
+            shown: Any = f"attached to each of the {evidence['attached']} results ({evidence['note']})"
+        else:
+            shown = summary.join((summary.code(p["name"]) for p in evidence["parts"]), ", ")
+        rows: list[tuple[str, Any]] = [
+            ("launch", summary.link(f"#{publication['launch-id']}", publication["launch-url"])),
+            ("job run", f"#{publication['job-run-id']}"), ("upload session", f"#{publication['session-id']}"),
+            ("result chunks", publication["chunks"]), ("evidence", shown),
+            ("requests", f"{publication['requests']} ({publication['requests'] / max(1, publication['uploaded-count']):.3f}"
+                         " per result)")]
+        capabilities = publication.get("capabilities")
+        if isinstance(capabilities, dict):
+            rows.append(("TestOps answered", f"result ids {capabilities.get('result-ids')}; launch attachments: "
+                                             f"{'yes' if capabilities.get('launch-attachment') else 'no'} "
+                                             f"({capabilities.get('generation')} generation)"))
+        return rows
 
     # --- verify ---------------------------------------------------------------------------------------
     def verify(self, receipt: Receipt, publication: Mapping[str, Any], options: VerifyOptions) -> dict[str, Any]:

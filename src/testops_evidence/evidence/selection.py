@@ -52,9 +52,13 @@ class TestOpsBinding:
     job_run_id: int
     job_id: int
     launch_id: int
+    # The uids TestOps knows the job and the job run by: upload/start and upload/stop must name exactly these
+    # (the job's external id, confirmed by TestOps in select; the job run's own, or this GitHub run's id).
+    job_uid: str | None = None
+    job_run_uid: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "endpoint": self.endpoint,
             "project-id": self.project_id,
             "plan-id": self.plan_id,
@@ -63,6 +67,11 @@ class TestOpsBinding:
             "job-id": self.job_id,
             "launch-id": self.launch_id,
         }
+        if self.job_uid is not None:
+            document["job-uid"] = self.job_uid
+        if self.job_run_uid is not None:
+            document["job-run-uid"] = self.job_run_uid
+        return document
 
 
 def build_selection(

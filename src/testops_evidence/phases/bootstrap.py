@@ -32,14 +32,16 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                                 [c.testops_id for c in contract.cases if c.testops_id is not None])
             ctx.runtime.log(f"{sum(c.changed for c in case_changes)} of {len(case_changes)} test cases differ; "
                             f"plan: {_plan_action(plan_change, dry_run=True)}")
+        sync: dict[str, Any] = {"plan-sync": None, "test-cases": plan_change.count}  # a dry run never syncs
         if dry_run:
             plan_id = plan_change.plan_id
             updated = [c.key for c in case_changes if c.changed]
         else:
             with ctx.runtime.group("bootstrap: applying the changes"):
                 updated = register.apply_cases(client, ctx.state, case_changes, ctx.runtime.log)
-                plan_id = register.apply_plan(client, ctx.state, project_id, plan_change, ctx.runtime.log,
-                                              lambda text: ctx.runtime.annotate("warning", text, title="bootstrap"))
+                plan_id, sync = register.apply_plan(client, ctx.state, project_id, plan_change, ctx.runtime.log,
+                                                    lambda text: ctx.runtime.annotate("warning", text,
+                                                                                      title="bootstrap"))
         requests = client.request_count
 
     receipt = {
@@ -50,7 +52,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "project-id": project_id,
         "dry-run": dry_run,
         "plan": {"id": plan_id, "name": plan_change.name, "action": _plan_action(plan_change, dry_run),
-                 "case-ids": list(plan_change.case_ids)},
+                 "case-ids": list(plan_change.case_ids), **sync},
         "cases": [{"key": c.key, "testops-id": c.case_id, "action": _case_action(c, dry_run),
                    "fields": sorted(c.patch)} for c in case_changes],
         "created-cases": [],

@@ -39,16 +39,18 @@ def run(ctx: PhaseContext) -> PhaseResult:
     name = launch_name(ctx)
     with ctx.testops_client() as client:
         plan_id = resolve_plan(client, config.plan_id, config.plan_name)
-        launch_id = run_plan(client, ctx.state, plan_id, name, int(ctx.clock()))
+        launch_id, capabilities = run_plan(client, ctx.state, plan_id, name, int(ctx.clock()))
         url = client.web_url("launch", launch_id)
         ctx.runtime.log(f"TestOps launch {launch_id} ({name!r}) runs plan {plan_id}: {url}")
         ctx.state.write_receipt("launch.json", {
             "schema": RECEIPT_SCHEMA, "campaign": contract.campaign, "contract-sha256": contract.digest,
             "endpoint": client.endpoint, "project-id": client.project_id, "plan-id": plan_id,
-            "launch-id": launch_id, "launch-url": url, "name": name,
+            "launch-id": launch_id, "launch-url": url, "name": name, "capabilities": capabilities,
         })
+    synced = (f"synced first: {capabilities.get('test-cases')} test cases" if capabilities["plan-sync"] else
+              "not synced: this TestOps has no plan sync")
     table = summary.table(("", ""), [("launch", summary.link(f"{name} (#{launch_id})", url)),
-                                     ("plan", plan_id), ("project", client.project_id)])
+                                     ("plan", f"{plan_id} ({synced})"), ("project", client.project_id)])
     return PhaseResult(headline=f"🚀 TestOps launch **{summary.text(name)}** started from plan {plan_id}.",
                        outputs={"launch-id": launch_id, "launch-url": url},
                        summary=table + "\nTestOps now runs the plan's jobs; their runs bind to this launch.\n")

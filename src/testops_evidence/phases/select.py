@@ -54,7 +54,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     live = live_context(ctx)
     explicit, from_env = job_run_ids(ctx)
     inputs = SelectInputs(contract, live, explicit, from_env, ctx.settings.path("job-run-env"),
-                          ctx.settings.path("standing-plan"), narrowed=requested is not None)
+                          ctx.settings.path("standing-plan"), narrowed=requested is not None,
+                          workflow_name=(ctx.env.get("GITHUB_WORKFLOW") or "").strip() or None,
+                          job_uid=(ctx.env.get("ALLURE_JOB_UID") or "").strip() or None)
     with ctx.runtime.group(f"Select the cases ({backend} backend)"):
         outcome = ctx.open_backend().select(inputs)
     if requested is not None:
@@ -171,8 +173,7 @@ def _narrow(outcome: Outcome, requested: Sequence[Case]) -> Outcome:
     origin = f"`cases` (narrowing {outcome.origin})"
     why = (f"{outcome.why}; then the `cases` input explicitly narrows these {len(outcome.cases)} to "
            f"{len(cases)} (a campaign split into several selections)")
-    return Outcome(cases, "cases", origin, why, outcome.testops, outcome.bindings, outcome.planned,
-                   outcome.capabilities)
+    return Outcome(cases, "cases", origin, why, outcome.testops, outcome.bindings, outcome.planned)
 
 
 # --- receipt and summary ------------------------------------------------------------------------------

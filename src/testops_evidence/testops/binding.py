@@ -5,14 +5,15 @@ workflow, project, plan and contract, one refusal code per object:
 
 * ``selection.job_run_binding`` — the job run answers with its own id, belongs to this GitHub run (its
   ``url``), is scheduled or in progress, and names a job and a launch;
-* ``selection.job_binding`` — the job is a GitHub job of this workflow (or one of ``testops.job-urls``);
+* ``selection.job_binding`` — the job is a GitHub job of this workflow (or one of ``testops.job-urls``), and
+  TestOps confirms the uid it knows the job by (see :func:`find_job_uid`);
 * ``selection.launch_binding`` — the launch is the job run's, in the project, and open;
 * ``selection.plan_binding`` — the plan is the contract's: id, project, name and size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -25,6 +26,7 @@ from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient
 
 JOB_RUN_STAGES = ("scheduled", "in_progress")
+UID_LIMIT = 1000
 
 Check = tuple[str, str, str]  # (object, what was checked, value): a row of the summary's bindings table
 
@@ -65,8 +67,65 @@ def read_job_run_env(path: Path, endpoint: str, project_id: int) -> tuple[int, i
     return job_run_id, launch_id
 
 
+def job_uid_candidates(live: RunContext, workflow_name: str | None, explicit: str | None) -> list[tuple[str, str]]:
+    """The uids this workflow's TestOps job may have been created with, each with the rule that makes it.
+
+    TestOps creates a GitHub job on the first upload from the workflow, under the uid that uploader sends,
+    and ``/upload/stop`` finds the job run only under that uid. The uploaders do not agree on it:
+
+    * ``ALLURE_JOB_UID`` when the workflow sets it (allurectl reads it; setup-allurectl exports it);
+    * Allure 3's GitHub detector: ``<owner>/<repo>_<GITHUB_WORKFLOW>`` (the workflow's name);
+    * setup-allurectl: ``<owner>/<repo>/actions/workflows/<workflow id>/<run attempt>``, and without the
+      attempt in its earlier versions;
+    * testops-evidence 0.1: ``<owner>/<repo>_<workflow file name>``.
+
+    Only a uid TestOps confirms for the bound job is ever used (:func:`find_job_uid`): never a guess.
+    """
+    if explicit:
+        return [(explicit, "ALLURE_JOB_UID")]
+    repo = live.repository
+    found: list[tuple[str, str]] = []
+    if workflow_name:
+        found.append((f"{repo}_{workflow_name}", "Allure 3 GitHub detector: <repository>_<GITHUB_WORKFLOW>"))
+    if live.workflow_id:
+        base = f"{repo}/actions/workflows/{live.workflow_id}"
+        found.append((f"{base}/{live.run_attempt}", "setup-allurectl: <repository>/actions/workflows/<id>/<attempt>"))
+        found.append((base, "setup-allurectl (earlier): <repository>/actions/workflows/<id>"))
+    found.append((f"{repo}_{Path(live.workflow_path).name}", "testops-evidence 0.1: <repository>_<workflow file>"))
+    unique: dict[str, str] = {}
+    for uid, rule in found:
+        if 0 < len(uid) <= UID_LIMIT:
+            unique.setdefault(uid, rule)
+    return list(unique.items())
+
+
+def find_job_uid(client: TestOpsClient, project_id: int, job_id: int,
+                 candidates: list[tuple[str, str]]) -> tuple[str, str]:
+    """The candidate uid under which TestOps lists exactly the bound job (``selection.job_binding`` if none)."""
+    seen: list[str] = []
+    for uid, rule in candidates:
+        found = api.find_job(client, project_id, uid)
+        if found == job_id:
+            return uid, rule
+        seen.append(f"{uid} -> {'no job' if found is None else f'job {found}'}")
+    raise Refusal("selection.job_binding", f"TestOps knows job {job_id} under none of the uids this workflow's "
+                  "uploaders use, so /upload/stop could not find its job run", field="job.externalId",
+                  expected=f"job {job_id}", actual=seen[:6],
+                  hint="Set ALLURE_JOB_UID in the workflow to the uid the job was created with (the uid the "
+                       "first upload from this workflow sent), or let this action's first upload create the job.")
+
+
+def job_run_uid(run: Mapping[str, Any], live: RunContext) -> tuple[str, str]:
+    """The job run's uid: the one TestOps reports for it, else this GitHub run's id (Allure 3's rule)."""
+    external = run.get("externalId")
+    if isinstance(external, str) and 0 < len(external) <= UID_LIMIT and not any(c.isspace() for c in external):
+        return external, "the job run's externalId in TestOps"
+    return str(live.run_id), "Allure 3 GitHub detector: GITHUB_RUN_ID"
+
+
 def bind_job_run(client: TestOpsClient, contract: Contract, live: RunContext, job_run_id: int,
-                 expected_launch: int | None) -> tuple[TestOpsBinding, list[Check]]:
+                 expected_launch: int | None, *, workflow_name: str | None = None,
+                 job_uid: str | None = None) -> tuple[TestOpsBinding, list[Check]]:
     """Fetch job run, job, launch and plan and check every binding; each failure has its own code."""
     config = contract.testops
     assert config is not None
@@ -110,7 +169,11 @@ def bind_job_run(client: TestOpsClient, contract: Contract, live: RunContext, jo
     if job.get("url") not in accepted:
         raise Refusal("selection.job_binding", "the TestOps job is not this workflow's job", field="job.url",
                       expected=accepted, actual=job.get("url"))
+    uid, rule = find_job_uid(client, project_id, job_id, job_uid_candidates(live, workflow_name, job_uid))
+    run_uid, run_rule = job_run_uid(run, live)
     checks.append(("job", "type github, this workflow", f"{job_id} · {job.get('url')}"))
+    checks.append(("job uid", rule, uid))
+    checks.append(("job run uid", run_rule, run_uid))
 
     launch = api.get_launch(client, launch_id)
     _bind("selection.launch_binding", "launch.id", launch_id, launch.get("id"),
@@ -138,7 +201,8 @@ def bind_job_run(client: TestOpsClient, contract: Contract, live: RunContext, jo
     checks.append(("plan", "id, name, project, size", f"{plan_id} · {config.plan_name} · {len(contract.cases)} cases"))
 
     binding = TestOpsBinding(endpoint=client.endpoint, project_id=project_id, plan_id=plan_id,
-                             plan_name=config.plan_name, job_run_id=job_run_id, job_id=job_id, launch_id=launch_id)
+                             plan_name=config.plan_name, job_run_id=job_run_id, job_id=job_id, launch_id=launch_id,
+                             job_uid=uid, job_run_uid=run_uid)
     return binding, checks
 
 

@@ -11,7 +11,8 @@ Decisions (docs/testops.md, "bootstrap"):
   ``fullName`` (a case made by hand) is filled in, unless another case already uses that full name.
 * A title (``name``) that drifted is updated.
 * The plan must hold exactly the contract's cases: its ``treeSelection`` becomes ``leafsInclude`` = the
-  contract's ids with nothing excluded, no groups, not inverted, and no ``baseRql``.
+  contract's ids with nothing excluded, no groups, not inverted. A plan that also selects by an AQL query
+  (``baseRql``) is refused: no source shows the API clearing one.
 """
 
 from __future__ import annotations
@@ -134,19 +135,29 @@ def diff_plan(plan: Mapping[str, Any] | None, name: str, case_ids: Sequence[int]
     raw_leafs = selection.get("leafsInclude")
     leafs: list[Any] = raw_leafs if isinstance(raw_leafs, list) else []
     current = tuple(sorted({x for x in leafs if isinstance(x, int) and not isinstance(x, bool)}))
+    if plan.get("baseRql"):
+        # The plan adds the cases an AQL query selects. TestOps documents baseRql as a string and no source
+        # shows that PATCHing it to null (or "") clears it: refused before any change, never guessed.
+        raise Refusal("bootstrap.plan_conflict", f"test plan {plan_id} selects its cases by an AQL query as well "
+                      "(baseRql), which bootstrap cannot be sure to clear through the API", field="testops.plan.id",
+                      expected="a plan without an AQL query", actual=_short(str(plan.get("baseRql"))),
+                      hint="Remove the plan's query in TestOps, or give the contract a new plan name and no plan id "
+                           "so that bootstrap creates a plan of its own; then run bootstrap again.")
     exact = (current == wanted and not selection.get("leafsExclude") and not selection.get("groupsInclude")
-             and not selection.get("groupsExclude") and not selection.get("inverted") and not plan.get("baseRql"))
+             and not selection.get("groupsExclude") and not selection.get("inverted"))
     patch: dict[str, Any] = {}
     if plan.get("name") != name:
         patch["name"] = name
     if not exact:
         patch["treeSelection"] = exact_selection(wanted)
-        if plan.get("baseRql"):
-            patch["baseRql"] = None
     count = plan.get("testCasesCount")
     return PlanChange(int(plan_id) if isinstance(plan_id, int) else None, name, wanted,
                       before_name=plan.get("name"), before_case_ids=current, patch=patch,
                       count=count if isinstance(count, int) else None)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def full_name_index(remote_cases: Iterable[Mapping[str, Any]], project_id: int) -> dict[str, list[int]]:

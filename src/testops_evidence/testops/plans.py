@@ -7,6 +7,8 @@ its name when the outcome is uncertain.
 
 from __future__ import annotations
 
+from typing import Any
+
 from testops_evidence.errors import Refusal
 from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient
@@ -35,12 +37,27 @@ def resolve_plan(client: TestOpsClient, plan_id: int | None, plan_name: str) -> 
     return plan_id
 
 
-def run_plan(client: TestOpsClient, marks: Marks, plan_id: int, name: str, started_at: int) -> int:
-    """Run the plan once under the launch name; the launch's id."""
+def sync(client: TestOpsClient, plan_id: int) -> dict[str, Any]:
+    """Sync the plan so that a count or a run sees its current cases; what the server showed it supports."""
+    synced = api.sync_plan(client, plan_id)
+    if synced is None:
+        return {"plan-sync": False, "detected-from": "the plan sync answered 404 for an existing plan"}
+    count = synced.get("testCasesCount")
+    return {"plan-sync": True, "test-cases": count if isinstance(count, int) and not isinstance(count, bool) else None}
+
+
+def run_plan(client: TestOpsClient, marks: Marks, plan_id: int, name: str,
+             started_at: int) -> tuple[int, dict[str, Any]]:
+    """Sync the plan, then run it once under the launch name (an independent client syncs before every run,
+    so that the run takes the plan's current cases); the launch's id and what the server supports.
+
+    The run's once-marker comes first, so a second launch in the same state directory refuses before it
+    sends anything, the sync included."""
     stages = Stages(marks, client)
     request = api.plan_run(plan_id, name)
-    answer = stages.send(STAGE, "launch", request, facts={"plan-id": plan_id, "name": name, "started-at": started_at})
-    launch_id = api.plan_started(answer, request)
+    stages.mark(STAGE, "launch", request, {"plan-id": plan_id, "name": name, "started-at": started_at})
+    capabilities = sync(client, plan_id)
+    launch_id = api.plan_started(stages.call(STAGE, request), request)
     stages.done(STAGE, {"launch-id": launch_id, "launch-url": client.web_url("launch", launch_id), "plan-id": plan_id,
-                        "name": name})
-    return launch_id
+                        "name": name, **capabilities})
+    return launch_id, capabilities

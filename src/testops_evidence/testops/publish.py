@@ -1,18 +1,27 @@
-"""Publishing an export to TestOps: the session upload flow (allure-testops.md §1.6).
+"""Publishing an export to TestOps: the session upload flow (allure-testops.md §1.6, and the conformance
+table ``tests/data/testops-conformance.json`` for every request and answer per server generation).
 
-``upload/start`` attached to the selection's job run and launch, ``upload/session``, the results in chunks
-of 100, the evidence bundle as launch attachment(s), ``upload/stop``. Every change is once-marked first
-(stages ``upload-start``, ``upload-session``, ``upload-chunk-<n>``, ``upload-evidence-<n>``,
-``upload-stop``) and recorded done after; an uncertain outcome is ``testops.uncertain`` (exit 4) and
-``reconcile`` takes over.
+1. ``upload/start`` attaches the upload to the selection's job run (by id) and launch, under the job and
+   job-run uids ``select`` confirmed with TestOps; its answer must name the selection's job run, launch and
+   job, and the job run must then carry the same uid, or nothing more is sent (``upload.binding``).
+2. ``upload/session`` opens a session for the launch (``{launchId, environment}`` with ``manual=true``: the
+   one form every server generation documents).
+3. The results go in chunks of 100. The answer to the first chunk shows what the server supports: current
+   servers map each uuid to its id (``{results: [{id, uuid}]}``) and take launch attachments; 25.4 servers
+   answer the ids alone, in the order sent (``{resultIds}``), and have no launch attachment endpoint.
+4. The evidence: one bundle as launch attachment(s) where the server has them; otherwise each result's own
+   evidence document attached to that result (one request per result, said in the summary).
+5. ``upload/stop`` finishes the job run, named by the same uids as the start.
 
-:func:`prepare` reads and checks every file once, before the first change (a bad file must not leave half
-an upload); :func:`upload` sends.
+Every change is once-marked first (stages ``upload-start``, ``upload-session``, ``upload-chunk-<n>``,
+``upload-evidence-<n>``, ``upload-stop``) and recorded done after; an uncertain outcome is
+``testops.uncertain`` (exit 4) and ``reconcile`` takes over. Capabilities are learned from answers only:
+no change is ever re-sent to find out what the server supports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +35,19 @@ from testops_evidence.testops.client import TestOpsClient, expect_id, expect_obj
 from testops_evidence.testops.stages import Marks, Stages
 
 RESULTS_CODE = "upload.results_invalid"
+# Said in the summary and the record when the evidence had to go result by result.
+PER_RESULT_NOTE = ("this TestOps has no launch attachments (a 25.4 server), so each result's evidence document "
+                   "was attached to that result: one request per result")
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """An export read and checked against its receipt: the upload DTOs and the evidence bundle parts."""
+    """An export read and checked against its receipt: the upload DTOs, each result's evidence document and
+    the evidence bundle parts."""
 
     receipt: Receipt
     dtos: list[dict[str, Any]]
+    evidence: list[bytes]
     parts: list[bytes]
 
 
@@ -42,11 +56,21 @@ def prepare(receipt: Receipt, results_dir: Path) -> Prepared:
     expected = receipt.expected_files()
     dtos = [result_dto(parse_json_bytes(verified_bytes(results_dir, row["result-file"], row["result-sha256"],
                                                         RESULTS_CODE), row["result-file"], RESULTS_CODE)) for row in rows]
-    evidence = [(row, verified_bytes(results_dir, row["attachment-file"], row["attachment-sha256"], RESULTS_CODE))
+    evidence = [verified_bytes(results_dir, row["attachment-file"], row["attachment-sha256"], RESULTS_CODE)
                 for row in rows]
     for name in (f["name"] for f in receipt.document["files"]):
         verified_bytes(results_dir, name, expected[name], RESULTS_CODE)
-    return Prepared(receipt, dtos, bundle_parts(receipt, evidence))
+    return Prepared(receipt, dtos, evidence, bundle_parts(receipt, list(zip(rows, evidence, strict=True))))
+
+
+def _binding_uids(testops: dict[str, Any]) -> tuple[str, str]:
+    job_uid, run_uid = testops.get("job-uid"), testops.get("job-run-uid")
+    if not isinstance(job_uid, str) or not job_uid or not isinstance(run_uid, str) or not run_uid:
+        raise Refusal("upload.binding", "the selection does not name the uids TestOps knows the job and the job run "
+                      "by (it was made by an earlier version of select)", field="testops.job-uid",
+                      expected="job-uid and job-run-uid", actual={"job-uid": job_uid, "job-run-uid": run_uid},
+                      hint="Run the campaign again from `select`: it confirms the job's uid with TestOps.")
+    return job_uid, run_uid
 
 
 def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None]) -> dict[str, Any]:
@@ -54,49 +78,59 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
     receipt = prepared.receipt
     testops = receipt.testops
     assert testops is not None  # bind_receipt refused a files-backend receipt
+    testops = dict(testops)
     context = receipt.document["context"]
     job_run_id, launch_id, project_id = testops["job-run-id"], testops["launch-id"], testops["project-id"]
+    job_uid, run_uid = _binding_uids(testops)
     rows = receipt.results
     if client.project_id != project_id:
         raise Refusal("upload.binding", "the TestOps project differs from the selection's", field="project-id",
                       expected=project_id, actual=client.project_id)
     stages = Stages(marks, client, gateway_uncertain=True)
 
-    # start: attach to the selection's job run and launch
+    # 1. start: attach to the selection's job run and launch. No job or job-run parameters: TestOps takes
+    # job.parameters as a full replacement, so even [] would erase the job's own (its branch, say).
     workflow_file = Path(str(context["workflow-path"])).name
-    job_uid = f"{context['repository']}_{workflow_file}"
-    run_uid = str(context["run-id"])
     start = api.upload_start({
         "projectId": project_id,
         "ci": {"type": "github", "endpoint": context["server-url"]},
         "job": {"name": str(context["workflow-path"]), "uid": job_uid,
-                "url": f"{context['server-url']}/{context['repository']}/actions/workflows/{workflow_file}",
-                "parameters": []},
+                "url": f"{context['server-url']}/{context['repository']}/actions/workflows/{workflow_file}"},
         "jobRun": {"id": job_run_id, "uid": run_uid, "name": f"{receipt.document['campaign']} #"
-                   f"{context.get('run-number', context['run-id'])}", "url": context["run-url"], "parameters": []},
+                   f"{context.get('run-number', context['run-id'])}", "url": context["run-url"]},
         "launch": {"id": launch_id},
     })
     answer = expect_object(stages.send("upload-start", "upload-start", start,
                                        facts={"job-run-id": job_run_id, "launch-id": launch_id}),
                            "upload start", ("jobRunId", "launchId"))
     got_run, got_launch = expect_id(answer["jobRunId"], "jobRunId"), expect_id(answer["launchId"], "launchId")
-    stages.done("upload-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch})
-    for field, want, got in (("jobRunId", job_run_id, got_run), ("launchId", launch_id, got_launch)):
+    got_job = answer.get("jobId")
+    stages.done("upload-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch,
+                                 "job-id": got_job})
+    for field, want, got in (("jobRunId", job_run_id, got_run), ("launchId", launch_id, got_launch),
+                             *((("jobId", testops.get("job-id"), got_job),) if got_job is not None else ())):
         if want != got:
             raise Refusal("upload.binding", f"TestOps attached the upload to another {field}", field=field,
                           expected=want, actual=got)
+    # The stop names the job run by uid only: a job run TestOps knows under another uid would answer 404
+    # after every result was stored, so it is checked now, before the first result is sent.
+    reported = api.get_job_run(client, job_run_id).get("externalId")
+    if isinstance(reported, str) and reported and reported != run_uid:
+        raise Refusal("upload.binding", f"TestOps knows job run {job_run_id} under another uid than the one this "
+                      "upload names", field="jobRun.uid", expected=run_uid, actual=reported)
 
-    # session: the profile and the commit as the session's environment
+    # 2. session
     environment = [{"key": f"profile.{k}", "value": v} for k, v in sorted(receipt.document["profile"].items())]
     environment.append({"key": "source.sha", "value": context["head-sha"]})
-    session = expect_object(stages.send("upload-session", "upload-session", api.upload_session(job_run_id, environment),
+    session = expect_object(stages.send("upload-session", "upload-session", api.upload_session(launch_id, environment),
                                         facts={"job-run-id": job_run_id, "launch-id": launch_id}, replayable=False),
                             "upload session", ("id",))
     session_id = expect_id(session["id"], "session id")
     stages.done("upload-session", {"outcome": "sent", "session-id": session_id})
 
-    # results, in chunks
+    # 3. results, in chunks; the first answer's shape says what the server supports
     result_ids: dict[str, int] = {}
+    shape: str | None = None
     batches = list(chunks(list(zip(rows, prepared.dtos, strict=True)), CHUNK_SIZE))
     for number, batch in enumerate(batches, start=1):
         stage = f"upload-chunk-{number}"
@@ -105,15 +139,48 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
                               "test-case-id": row["testops-id"]} for row, _dto in batch]}
         answer = stages.send(stage, "upload-chunk", api.upload_results(session_id, [dto for _row, dto in batch]),
                              facts=facts)
-        mapped = api.result_ids(answer, f"upload chunk {number}", [row["uuid"] for row, _dto in batch])
+        mapped, answered = api.result_ids(answer, f"upload chunk {number}", [row["uuid"] for row, _dto in batch])
+        if shape is not None and answered != shape:
+            raise Refusal("testops.response_invalid", f"upload chunk {number} was answered in another form than "
+                          "the first", field=f"upload chunk {number}", expected=shape, actual=answered)
+        shape = answered
         stages.done(stage, {"outcome": "sent", "result-ids": mapped})
         result_ids.update(mapped)
         if number % 10 == 0 or number == len(batches):
             log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} of {len(batches)} chunks)")
+    capabilities = api.capabilities_from(shape)
+    log(f"TestOps answered the results {capabilities['result-ids']}: "
+        + ("launch attachments" if capabilities["launch-attachment"] else "no launch attachments (25.4)"))
 
-    # the evidence bundle, as launch attachment(s)
-    uploaded_parts = []
-    attach = api.launch_attachment(launch_id, job_run_id)
+    # 4. the evidence
+    if capabilities["launch-attachment"]:
+        evidence = _launch_bundle(stages, receipt, prepared, launch_id)
+    else:
+        evidence = _per_result(stages, rows, prepared, result_ids, launch_id, log)
+
+    # 5. stop: the job run is finished (named by the start's uids)
+    counts = receipt.counts
+    status = "passed" if counts["passed"] == counts["total"] else "failed"
+    stages.send("upload-stop", "upload-stop", api.upload_stop({"projectId": project_id, "jobUid": job_uid,
+                                                               "jobRunUid": run_uid, "status": status}),
+                facts={"job-run-id": job_run_id})
+    stages.done("upload-stop", {"outcome": "sent", "status": status})
+    requests = client.request_count
+    return {
+        "backend": "testops", "endpoint": client.endpoint, "project-id": project_id, "launch-id": launch_id,
+        "launch-url": client.web_url("launch", launch_id), "job-run-id": job_run_id, "session-id": session_id,
+        "job-uid": job_uid, "job-run-uid": run_uid,
+        "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
+        "uploaded-count": len(result_ids), "chunks": len(batches), "evidence": evidence,
+        "counts": dict(counts), "requests": requests, "result-ids": result_ids,
+        "requests-per-result": round(requests / max(1, len(rows)), 4),
+        "capabilities": {**capabilities, "detected-from": "the answer to the first upload/test-result chunk"},
+    }
+
+
+def _launch_bundle(stages: Stages, receipt: Receipt, prepared: Prepared, launch_id: int) -> dict[str, Any]:
+    uploaded = []
+    attach = api.launch_attachment(launch_id)
     for number, data in enumerate(prepared.parts, start=1):
         stage = f"upload-evidence-{number}"
         name = bundle_name(receipt, number, len(prepared.parts))
@@ -121,21 +188,28 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
         stages.send(stage, "upload-evidence", attach, files=[("file", (name, data, "application/json"))],
                     facts={"launch-id": launch_id, "name": name, "sha256": digest}, replayable=False)
         stages.done(stage, {"outcome": "sent", "name": name, "sha256": digest})
-        uploaded_parts.append({"name": name, "sha256": digest, "bytes": len(data)})
+        uploaded.append({"name": name, "sha256": digest, "bytes": len(data)})
+    return {"form": "launch-bundle", "parts": uploaded}
 
-    # stop: the job run is finished
-    counts = receipt.counts
-    status = "passed" if counts["passed"] == counts["total"] else "failed"
-    stages.send("upload-stop", "upload-stop", api.upload_stop({"jobRunId": job_run_id, "jobRunUid": run_uid,
-                                                               "jobUid": job_uid, "projectId": project_id,
-                                                               "status": status}),
-                facts={"job-run-id": job_run_id})
-    stages.done("upload-stop", {"outcome": "sent", "status": status})
-    return {
-        "backend": "testops", "endpoint": client.endpoint, "project-id": project_id, "launch-id": launch_id,
-        "launch-url": client.web_url("launch", launch_id), "job-run-id": job_run_id, "session-id": session_id,
-        "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
-        "uploaded-count": len(result_ids), "chunks": len(batches), "evidence": uploaded_parts,
-        "counts": dict(counts), "requests": client.request_count, "result-ids": result_ids,
-    }
+
+def _per_result(stages: Stages, rows: Sequence[Mapping[str, Any]], prepared: Prepared, result_ids: dict[str, int],
+                launch_id: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """Each result's own evidence document, attached to that result (one request per result); once-marked per
+    chunk of results, so a 10,000-result campaign writes 100 markers, not 10,000."""
+    items = list(zip(rows, prepared.evidence, strict=True))
+    attached = 0
+    for number, batch in enumerate(chunks(items, CHUNK_SIZE), start=1):
+        stage = f"upload-evidence-{number}"
+        facts = {"launch-id": launch_id, "form": "per-result",
+                 "results": [{"uuid": row["uuid"], "result-id": result_ids[row["uuid"]],
+                              "sha256": row["attachment-sha256"]} for row, _data in batch]}
+        stages.mark(stage, "upload-evidence", None, facts)
+        for row, data in batch:
+            stages.call(stage, api.result_attachment(result_ids[row["uuid"]]),
+                        files=[("file", (Path(str(row["attachment-file"])).name, data, "application/json"))])
+            attached += 1
+        stages.done(stage, {"outcome": "sent", "attached": len(batch)})
+        if number % 10 == 0 or attached == len(items):
+            log(f"attached the evidence of {attached} of {len(items)} results")
+    return {"form": "per-result", "attached": attached, "note": PER_RESULT_NOTE}
 

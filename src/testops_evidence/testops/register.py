@@ -20,7 +20,7 @@ Log = Callable[[str], None]
 
 def compare_cases(client: TestOpsClient, cases: Sequence[Case], project_id: int) -> list[CaseChange]:
     """Every contract case against its TestOps test case (conflicts and missing cases refuse here)."""
-    listing = list(api.list_cases(client, project_id))
+    listing = list(api.search_cases(client, project_id))
     by_id: dict[int, dict[str, Any]] = {}
     for item in listing:
         if isinstance(item.get("id"), int):
@@ -73,9 +73,11 @@ def apply_cases(client: TestOpsClient, marks: Marks, changes: list[CaseChange], 
 
 
 def apply_plan(client: TestOpsClient, marks: Marks, project_id: int, change: PlanChange, log: Log,
-               warn: Log) -> int | None:
-    """Create or correct the plan once; its id."""
+               warn: Log) -> tuple[int, dict[str, Any]]:
+    """Create or correct the plan once, then make sure its case count is current; its id, and whether the
+    plan was synced (the server's answer says whether it can be)."""
     stages = Stages(marks, client)
+    wanted = len(change.case_ids)
     if change.create:
         request = api.plan_create(change.create_body(project_id))
         stage = "bootstrap-plan-create"
@@ -83,11 +85,11 @@ def apply_plan(client: TestOpsClient, marks: Marks, project_id: int, change: Pla
                              facts={"name": change.name, "case-ids": list(change.case_ids)})
         new_id, body = api.plan_created(answer)
         stages.done(stage, {"plan-id": new_id, "name": change.name})
-        log(f"created test plan {new_id} ({change.name!r}) with {len(change.case_ids)} test cases")
-        _check_count(new_id, body, len(change.case_ids), warn)
-        return new_id
+        log(f"created test plan {new_id} ({change.name!r}) with {wanted} test cases")
+        return new_id, _current_count(client, new_id, body.get("testCasesCount"), wanted, log, warn)
     plan_id = change.plan_id
     assert plan_id is not None
+    count = change.count
     if change.patch:
         stage = f"bootstrap-plan-{plan_id}"
         patch = dict(change.patch)
@@ -99,13 +101,28 @@ def apply_plan(client: TestOpsClient, marks: Marks, project_id: int, change: Pla
         body = api.plan_updated(answer, request)
         stages.done(stage, {"plan-id": plan_id, "fields": sorted(patch)})
         log(f"updated test plan {plan_id}: {', '.join(sorted(patch))}")
-        _check_count(plan_id, body, len(change.case_ids), warn)
-    return plan_id
+        count = body.get("testCasesCount")
+    return plan_id, _current_count(client, plan_id, count, wanted, log, warn)
 
 
-def _check_count(plan_id: int, answer: dict[str, Any], wanted: int, warn: Log) -> None:
-    count = answer.get("testCasesCount")
+def _current_count(client: TestOpsClient, plan_id: int, count: Any, wanted: int, log: Log,
+                   warn: Log) -> dict[str, Any]:
+    """A plan whose count differs from the contract's may only be stale: sync it (a sync only recomputes the
+    plan, so it needs no once-marker) and take the fresh count. A plan that already counts right is left
+    alone, so a second bootstrap against an unchanged TestOps still sends nothing."""
+    if isinstance(count, int) and not isinstance(count, bool) and count == wanted:
+        return {"plan-sync": None, "test-cases": count}
+    synced = api.sync_plan(client, plan_id)
+    if synced is None:
+        info: dict[str, Any] = {"plan-sync": False, "test-cases": count,
+                                "detected-from": "the plan sync answered 404 for an existing plan"}
+    else:
+        fresh = synced.get("testCasesCount")
+        info = {"plan-sync": True, "test-cases": fresh}
+        log(f"synced test plan {plan_id}: {fresh} test cases (it reported {count})")
+        count = fresh
     if isinstance(count, int) and count != wanted:
         # Not a refusal here: some TestOps versions recount plans asynchronously. `select` binds the
         # plan's size (selection.plan_binding), so a lasting difference still fails closed there.
-        warn(f"test plan {plan_id} reports {count} test cases after the change; the contract has {wanted}")
+        warn(f"test plan {plan_id} reports {count} test cases; the contract has {wanted}")
+    return info

@@ -35,8 +35,18 @@ class Stages:
 
     def send(self, stage: str, kind: str, request: Request, *, files: Any = None,
              facts: dict[str, Any] | None = None, replayable: bool = True) -> Any:
-        self.marks.once(stage, marker_detail(self.client, kind, request.to_json() if replayable else None,
+        """Once-mark ``stage`` (recording ``request`` when it may be replayed), then send it once."""
+        self.mark(stage, kind, request if replayable else None, facts)
+        return self.call(stage, request, files=files)
+
+    def mark(self, stage: str, kind: str, request: Request | None = None,
+             facts: dict[str, Any] | None = None) -> None:
+        """Once-mark a stage that may cover several requests (each then sent with :meth:`call`)."""
+        self.marks.once(stage, marker_detail(self.client, kind, None if request is None else request.to_json(),
                                              **(facts or {})))
+
+    def call(self, stage: str, request: Request, *, files: Any = None) -> Any:
+        """Send one request of a once-marked stage, exactly once."""
         if not self.gateway_uncertain:
             return send(self.client, request, files=files)
         try:

@@ -110,9 +110,13 @@ def _check_detail(client: TestOpsClient, item: Mapping[str, Any], row: Mapping[s
         return
     detail = api.get_result(client, result_id)
     raw_run = detail.get("jobRun")
-    job_run: Mapping[str, Any] = raw_run if isinstance(raw_run, dict) else {}
-    for field, want, got in (("jobRun.id", job_run_id, job_run.get("id")),
-                             ("projectId", project_id, detail.get("projectId")),
+    # A result of a launch session may name no job run (the session is the launch's); one it names must be
+    # the selection's. The result's id, matched to its uuid, already ties it to this upload.
+    checks: list[tuple[str, Any, Any]] = []
+    if raw_run is not None:
+        job_run: Mapping[str, Any] = raw_run if isinstance(raw_run, dict) else {}
+        checks.append(("jobRun.id", job_run_id, job_run.get("id")))
+    for field, want, got in (*checks, ("projectId", project_id, detail.get("projectId")),
                              ("launchId", launch_id, detail.get("launchId")),
                              ("fullName", row["full-name"], detail.get("fullName"))):
         if want != got:
