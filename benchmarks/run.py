@@ -215,9 +215,11 @@ _PUBLICATION: dict[str, list[Figure]] = {}
 
 
 def publication_figures(cfg: Config) -> dict[str, list[Figure]]:
-    """Upload and verify against the TestOps test server, counted from its request log. The largest
-    campaign serves both figures (one export of 10,000 cells is most of the time); results become visible
-    only after 3 list polls, as TestOps indexes them after a while."""
+    """Upload and verify against the TestOps test server, counted from its request log, for both server
+    generations of the conformance table. The targets are the current generation's; the 25.4 figures are
+    reported beside them (25.4 has no launch attachments, so the evidence goes result by result: one more
+    request per result). The largest campaign serves both figures (one export of 10,000 cells is most of the
+    time); results become visible only after 3 list polls, as TestOps indexes them after a while."""
     from evidence_support import SENTINEL
     from servers.testops_server import TestOpsServer
 
@@ -226,30 +228,38 @@ def publication_figures(cfg: Config) -> dict[str, list[Figure]]:
     verify: list[Figure] = []
     upload: list[Figure] = []
     sizes = sorted({*cfg.verify_sizes, cfg.upload_size})
-    for n in sizes:
-        with workspace("publish") as work, TestOpsServer(token=SENTINEL, visible_after_polls=3) as server:
-            campaign = published_campaign(server, work, n)
-            server.reset_log()
-            done = campaign.run("upload")
-            if done.exit_code != 0:
-                raise SystemExit(f"upload of {n} results failed: {done.outputs}")
-            requests = len(server.log)
-            stored = len(server.launch_results(campaign.launch["id"]))
-            if n == cfg.upload_size:
-                per = requests / n
-                upload.append(Figure(f"upload requests per result ({n} results)", per, "<= 0.02",
-                                     target(per <= 0.02, cfg), f"requests={requests} stored={stored}"))
-            if n in cfg.verify_sizes:
+    for generation in ("current", "25.4"):
+        targeted = generation == "current"
+        label = "" if targeted else ", TestOps 25.4"
+        for n in sizes:
+            with workspace("publish") as work, TestOpsServer(token=SENTINEL, visible_after_polls=3,
+                                                             generation=generation) as server:
+                campaign = published_campaign(server, work, n)
                 server.reset_log()
-                checked = campaign.run("verify")
-                if checked.exit_code != 0:
-                    raise SystemExit(f"verify of {n} results failed: {checked.outputs}")
+                done = campaign.run("upload")
+                if done.exit_code != 0:
+                    raise SystemExit(f"upload of {n} results ({generation}) failed: {done.outputs}")
                 requests = len(server.log)
-                per = requests / n
-                verify.append(Figure(f"verify requests per result ({n} results, depth page)", per, "<= 0.01",
-                                     target(per <= 0.01, cfg),
-                                     f"requests={requests}, visible after 3 polls, verified="
-                                     f"{checked.outputs['verified-count']}"))
+                stored = len(server.launch_results(campaign.launch["id"]))
+                if n == cfg.upload_size:
+                    per = requests / n
+                    upload.append(Figure(f"upload requests per result ({n} results{label})", per,
+                                         "<= 0.02" if targeted else "reported",
+                                         target(per <= 0.02, cfg) if targeted else True,
+                                         f"requests={requests} stored={stored}"
+                                         + ("" if targeted else " (evidence attached result by result)")))
+                if n in cfg.verify_sizes:
+                    server.reset_log()
+                    checked = campaign.run("verify")
+                    if checked.exit_code != 0:
+                        raise SystemExit(f"verify of {n} results ({generation}) failed: {checked.outputs}")
+                    requests = len(server.log)
+                    per = requests / n
+                    verify.append(Figure(f"verify requests per result ({n} results, depth page{label})", per,
+                                         "<= 0.01" if targeted else "reported",
+                                         target(per <= 0.01, cfg) if targeted else True,
+                                         f"requests={requests}, visible after 3 polls, verified="
+                                         f"{checked.outputs['verified-count']}"))
     _PUBLICATION.update(verify=verify, upload=upload)
     return _PUBLICATION
 
