@@ -98,3 +98,42 @@ def test_allure_report_3_counts_equal_the_receipt(tmp_path: Path) -> None:
                    json.loads((report / "widgets" / "allure_environment.json").read_text())}
     assert environment["campaign"] == ["agent-protocol"]
     assert environment["profile.driver"] == ["naïve=runner: #1"]
+
+
+def test_allure_report_3_shows_each_trial_as_a_retry_of_its_cases_verdict(tmp_path: Path) -> None:
+    """Issue 16: a case measured k times is k retries and one result in Allure Report 3, the verdict, and the
+    report's statistics equal the receipt's (cases, not trials)."""
+    from test_trials import contract_of, export_run, trial_cell, trials_document
+
+    contract = contract_of(trials_document(flaky={"count": 3, "verdict": "any"},
+                                           steady={"count": 2, "verdict": "all"}))
+    run, options = export_run(tmp_path, contract, [
+        trial_cell(contract, "flaky", 1, failed=("answer",)), trial_cell(contract, "flaky", 2),
+        # flaky's third trial never arrived: a broken trial, shown among the retries
+        trial_cell(contract, "steady", 1), trial_cell(contract, "steady", 2, failed=("answer",)),
+        cell(contract, "human"),
+    ])
+    assert run.exit_code == 1, run.summary
+    receipt = load_receipt(options["results-dir"] + "-receipt.json")
+    assert receipt.counts == {"total": 3, "passed": 2, "failed": 1, "broken": 0}
+
+    report = generate(Path(options["results-dir"]), tmp_path)
+    summary = json.loads((report / "summary.json").read_text())
+    stats = summary["stats"]
+    assert {key: stats.get(key, 0) for key in ("total", "passed", "failed", "broken")} == receipt.counts
+    assert stats["retries"] == 2  # the cases that have retries: flaky and steady
+    documents = [json.loads(p.read_text()) for p in (report / "data" / "test-results").glob("*.json")]
+    shown = {d["fullName"]: d for d in documents if not d["isRetry"]}
+    assert len(shown) == 3 and len(documents) == 3 + 3 + 2
+    for row in receipt.results:
+        result = shown[row["full-name"]]
+        assert result["status"] == row["status"]
+        trials = row.get("trials") or []
+        assert sorted((r["status"], r["isRetry"]) for r in documents
+                      if r["fullName"] == row["full-name"] and r["isRetry"]) == sorted(
+            (t["status"], True) for t in trials)
+        assert len(result.get("retries") or []) == len(trials)
+    flaky = shown["agents/flaky"]
+    assert [s["name"] for s in flaky["steps"] if s.get("type") == "step"] == [
+        "trial 1 of 3 (attempt attempt-flaky-t1)", "trial 2 of 3 (attempt attempt-flaky-t2)", "trial 3 of 3"]
+    assert {p["name"]: p["value"] for p in flaky["parameters"]}["trials"] == "1 of 3 passed"

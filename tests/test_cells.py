@@ -18,7 +18,6 @@ from testops_evidence.evidence.cells import (
     BoundCell,
     CellFile,
     CellResult,
-    admit,
     cell_from_bytes,
     load_cell,
     verdict,
@@ -29,6 +28,15 @@ CASES = list(CONTRACT.cases)
 PROFILE = dict(CONTRACT.profile)
 SELECTION = "5e1ec7" + "0" * 58
 OTHER_SELECTION = "0bad" + "1" * 60
+
+
+def admit(files: list[CellFile], binding: Binding) -> dict[str, BoundCell]:
+    """cells.admit for cases measured once: what each case's (only) trial came to, by case key."""
+    from testops_evidence.evidence.cells import admit as admit_units
+
+    bound = admit_units(files, binding)
+    assert all(trial == 1 for _key, trial in bound)
+    return {key: value for (key, _trial), value in bound.items()}
 
 
 def data(document: dict[str, object]) -> bytes:
@@ -42,7 +50,8 @@ def parsed(document: dict[str, object], source: str = "cell.json") -> CellResult
 def binding(run_attempts: str = "first-only", run_attempt: int | None = None,
             owners: dict[str, str] | None = None) -> Binding:
     return Binding(selection_sha256=SELECTION, head_sha=HEAD_SHA, profile=PROFILE, selected=CASES,
-                   run_attempts=run_attempts, run_attempt=run_attempt, owners=owners)
+                   run_attempts=run_attempts, run_attempt=run_attempt,
+                   owners=None if owners is None else {(key, 1): job for key, job in owners.items()})
 
 
 def bind(*documents: dict[str, object], run_attempts: str = "first-only",

@@ -134,11 +134,11 @@ def test_every_case_is_owned_by_exactly_one_worker_job_sharded_or_not() -> None:
         plan = plan_matrices(contract.cases, contract.lanes)
         jobs = plan.jobs()
         owners = plan.owners()
-        assert sorted(owners) == sorted(case.key for case in contract.cases)
-        assert sum(len(keys) for keys in jobs.values()) == count  # no case in two jobs
+        assert sorted(owners) == sorted((case.key, 1) for case in contract.cases)
+        assert sum(len(units) for units in jobs.values()) == count  # no case in two jobs
         assert len(jobs) == sum(plan.lane(lane).jobs for lane in ("native", "external"))
-        for job, keys in jobs.items():
-            assert all(owners[key] == job for key in keys)
-            assert job.startswith(contract.case(keys[0]).lane + "-")
+        for job, units in jobs.items():
+            assert all(owners[unit] == job for unit in units)
+            assert job.startswith(contract.case(units[0][0]).lane + "-")
         # Recomputing the plan from the same cases (what export does) names the same owners.
         assert plan_matrices(contract.cases, contract.lanes).owners() == owners

@@ -171,6 +171,56 @@ class TestOpsConfig:
 
 
 @dataclass(frozen=True)
+class Trials:
+    """How many times a case is measured, and the verdict policy that turns its trials into one verdict.
+
+    Every policy is "at least ``required`` of ``count`` trials passed": ``all`` (pass^k) needs every trial,
+    ``any`` (pass@k) one, ``at-least: n`` n. ``jobs`` chooses whether every trial gets its own worker job.
+    """
+
+    count: int = 1
+    verdict: str = "all"  # all | any | at-least
+    at_least: int | None = None
+    jobs: str = "per-trial"  # per-trial | per-case
+
+    @property
+    def required(self) -> int:
+        """Passed trials the policy needs."""
+        if self.verdict == "any":
+            return 1
+        if self.verdict == "at-least":
+            assert self.at_least is not None
+            return self.at_least
+        return self.count
+
+    @property
+    def repeated(self) -> bool:
+        return self.count > 1
+
+    def policy(self) -> str:
+        """The policy as the contract spells it: ``all``, ``any`` or ``at-least 3``."""
+        return f"at-least {self.at_least}" if self.verdict == "at-least" else self.verdict
+
+    def verdict_json(self) -> str | dict[str, int]:
+        return {"at-least": self.required} if self.verdict == "at-least" else self.verdict
+
+    def row(self) -> dict[str, Any]:
+        return {"count": self.count, "verdict": self.verdict_json(), "jobs": self.jobs}
+
+
+ONE_TRIAL = Trials()
+
+
+def trials_from(document: Mapping[str, Any] | None) -> Trials:
+    if document is None:
+        return ONE_TRIAL
+    verdict = document.get("verdict", "all")
+    at_least = verdict.get("at-least") if isinstance(verdict, dict) else None
+    return Trials(count=int(document["count"]), verdict="at-least" if at_least is not None else str(verdict),
+                  at_least=at_least, jobs=document.get("jobs", "per-trial"))
+
+
+@dataclass(frozen=True)
 class Case:
     key: str
     full_name: str
@@ -180,10 +230,12 @@ class Case:
     testops_id: int | None = None
     timeout_minutes: int = 30
     credentials: tuple[str, ...] = ()
+    trials: Trials = ONE_TRIAL
 
     def row(self) -> dict[str, Any]:
-        """The canonical case row bound into selections and evidence."""
-        return {
+        """The canonical case row bound into selections and evidence (``trials`` only when repeated: one
+        trial is the single measurement every policy agrees on)."""
+        row = {
             "key": self.key,
             "testops-id": self.testops_id,
             "full-name": self.full_name,
@@ -193,6 +245,9 @@ class Case:
             "credentials": list(self.credentials),
             "checks": dict(sorted(self.checks.items())),
         }
+        if self.trials.repeated:
+            row["trials"] = self.trials.row()
+        return row
 
 
 @dataclass(frozen=True)
@@ -381,6 +436,7 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             bootstrap_case=t.get("bootstrap-case"),
             job_urls=tuple(t.get("job-urls", ())),
         )
+    default_trials = trials_from(document.get("trials"))
     cases = tuple(
         Case(
             key=c["key"],
@@ -391,6 +447,7 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             testops_id=c.get("testops-id"),
             timeout_minutes=c.get("timeout-minutes", 30),
             credentials=tuple(c.get("credentials", ())),
+            trials=trials_from(c["trials"]) if "trials" in c else default_trials,
         )
         for c in document["cases"]
     )
@@ -424,12 +481,40 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
     )
 
 
+def _trials_problems(block: Mapping[str, Any] | None, where: str) -> list[Problem]:
+    verdict = block.get("verdict") if block is not None else None
+    if block is not None and isinstance(verdict, dict) and verdict["at-least"] > block["count"]:
+        return [Problem(f"{where}/verdict/at-least", f"{where} asks for at least {verdict['at-least']} passed "
+                        f"trials of {block['count']}", expected=f"at most count ({block['count']})",
+                        actual=verdict["at-least"])]
+    return []
+
+
+def worker_job_names(key: str, lane: str, trials: Mapping[str, Any] | None) -> list[str]:
+    """Every worker job name a case can get in a matrix plan (evidence/matrix.py names them)."""
+    if trials is not None and trials["count"] > 1 and trials.get("jobs", "per-trial") == "per-trial":
+        return [f"{lane}-{key}-t{n}" for n in range(1, trials["count"] + 1)]
+    return [f"{lane}-{key}"]
+
+
 def _semantic_problems(document: dict[str, Any]) -> list[Problem]:
     """The rules a schema cannot say (run on a schema-valid document), every violation listed."""
     found: list[Problem] = []
     seen: dict[str, dict[Any, int]] = {"key": {}, "testops-id": {}, "full-name": {}}
     lanes = document["lanes"]
+    found += _trials_problems(document.get("trials"), "/trials")
+    jobs: dict[str, str] = {}
     for index, case in enumerate(document["cases"]):
+        found += _trials_problems(case.get("trials"), f"/cases/{index}/trials")
+        # A worker job's name is its artifact's name: two cases must never be able to share one, or one
+        # case's worker could upload the other's cells under a name the plan assigns to it.
+        for name in worker_job_names(case["key"], case["lane"], case.get("trials", document.get("trials"))):
+            other = jobs.setdefault(name, case["key"])
+            if other != case["key"]:
+                found.append(Problem(f"/cases/{index}/key", f"cases {other!r} and {case['key']!r} would both have "
+                                     f"a worker job named {name!r} (a trial's job is <lane>-<key>-t<n>): rename "
+                                     "one of them", expected="worker job names unique among cases",
+                                     actual=case["key"]))
         for name, values in seen.items():
             value = case.get(name)
             if value is None:

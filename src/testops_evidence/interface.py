@@ -206,6 +206,8 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("published", "the directory that holds the attested files: `<results>/` and `<results>-receipt.json` "
                "(default: the attestation's directory's `published/`, as verify leaves it for the files backend)",
                ("verify-attestation",)),
+    OptionSpec("trial", "the trial ordinal of a case measured several times (default: TESTOPS_EVIDENCE_TRIAL)",
+               ("cell",)),
 )
 
 

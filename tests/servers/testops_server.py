@@ -66,7 +66,9 @@ number, size, last, first, numberOfElements, empty}`` with ``page`` 0-based and 
 ``POST {P}/upload/stop``                      ``{projectId, jobUid, jobRunUid, status}``: finds the job by its external
                                               id and its run by uid (404 otherwise); the job run is finished
 ``GET {P}/testresult?launchId=``              page of *visible* results ``{id, projectId, launchId, testCaseId,
-                                              name, fullName, status, start, stop, duration}``
+                                              name, fullName, status, start, stop, duration, hidden}``;
+                                              ``hidden``: a retry (an earlier result of the same test case and
+                                              environment in the launch; the one that started last is shown)
 ``GET {P}/testresult/{id}``                   the same plus ``jobRun{id}``, ``message``, ``labels``, ``uuid``
 ============================================  ==========================================================
 
@@ -1178,22 +1180,48 @@ class TestOpsServer:
                      "projectId": run["projectId"]}
 
     # test results
-    def _result_row(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _result_row(self, result: dict[str, Any], hidden: bool = False) -> dict[str, Any]:
         keys = ("id", "projectId", "launchId", "testCaseId", "name", "fullName", "status", "start", "stop", "duration")
-        return {k: result[k] for k in keys}
+        return {**{k: result[k] for k in keys}, "hidden": hidden}
+
+    def _test_identity(self, result: dict[str, Any]) -> tuple[Any, ...]:
+        session = self.sessions.get(result.get("sessionId"))  # type: ignore[arg-type]
+        environment = json.dumps(session["environment"] if session else [], sort_keys=True)
+        return (result["launchId"], result["testCaseId"] if result["testCaseId"] is not None else result["fullName"],
+                environment)
+
+    def _retries(self, results: Iterable[dict[str, Any]]) -> set[int]:
+        """Ids of results that are retries: TestOps counts several results of one test (test case and
+        environment) in one launch as retries ("What are retries?", docs.qameta.io/faq); the latest is the
+        test's result and the earlier ones are listed with ``hidden: true`` (the field API clients read). Here
+        the latest is the one that started last, later uploads winning ties (Allure Report's rule)."""
+        final: dict[tuple[Any, ...], dict[str, Any]] = {}
+        members: list[dict[str, Any]] = []
+        for result in results:
+            members.append(result)
+            identity = self._test_identity(result)
+            best = final.get(identity)
+            if best is None or (result["start"] or 0, result["id"]) > (best["start"] or 0, best["id"]):
+                final[identity] = result
+        return {x["id"] for x in members if final[self._test_identity(x)]["id"] != x["id"]}
 
     def _r_list_results(self, r: _Request) -> tuple[int, Any]:
         launch_id = r.int_param("launchId")
         polls = self._poll(launch_id)
-        items = [self._result_row(x) for x in sorted(self.results.values(), key=lambda x: x["id"])
-                 if x["launchId"] == launch_id and x["_visibleAt"] <= polls]
+        visible = [x for x in sorted(self.results.values(), key=lambda x: x["id"])
+                   if x["launchId"] == launch_id and x["_visibleAt"] <= polls]
+        hidden = self._retries(visible)
+        items = [self._result_row(x, x["id"] in hidden) for x in visible]
         return 200, self._page(items, r)
 
     def _r_get_result(self, _r: _Request, result_id: int) -> tuple[int, Any]:
         result = self.results.get(result_id)
         if result is None or result["_visibleAt"] > self.polls.get(result["launchId"], 0):
             raise HttpError(404, f"test result {result_id} not found")
-        detail = self._result_row(result)
+        polls = self.polls.get(result["launchId"], 0)
+        hidden = self._retries(x for x in self.results.values()
+                               if x["launchId"] == result["launchId"] and x["_visibleAt"] <= polls)
+        detail = self._result_row(result, result_id in hidden)
         detail.update({"uuid": result["uuid"], "message": result["message"], "labels": result["labels"],
                        "jobRun": self._jobrun_view(result["jobRunId"]) if result["jobRunId"] is not None else None})
         return 200, detail

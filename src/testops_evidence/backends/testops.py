@@ -92,7 +92,7 @@ class Backend:
         with self.services.testops() as client:
             record = upload(client, self.services.state, prepared, self.services.log)
         count, requests = record["uploaded-count"], record["requests"]
-        ratio = requests / max(1, len(receipt.results))
+        ratio = requests / max(1, count)
         headline = (f"✅ Published {count} results to TestOps launch #{record['launch-id']} (job run "
                     f"#{record['job-run-id']}) in {requests} requests ({ratio:.3f} per result).")
         if record["evidence"].get("form") == "per-result":

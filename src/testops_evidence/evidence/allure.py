@@ -20,6 +20,7 @@ from typing import Any
 from testops_evidence import md
 from testops_evidence.contract import Case
 from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict, epoch_ms
+from testops_evidence.evidence.trials import CaseOutcome, percent
 
 FRAMEWORK = "testops-evidence"
 EVIDENCE_SCHEMA = "testops-evidence/evidence/v1"
@@ -84,8 +85,13 @@ class Binding:
         return {k: self.context[k] for k in keys if k in self.context}
 
 
-def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: BoundCell | None) -> dict[str, Any]:
-    """The evidence attachment: binds one result to the selection, the run and the cell it came from."""
+def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: BoundCell | None, *,
+                      trial: int | None = None, trials: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The evidence attachment: binds one result to the selection, the run and the cell it came from.
+
+    For a case measured several times, a trial's evidence names its ``trial`` ordinal; the case's verdict
+    result has no cell of its own and carries ``trials`` instead: the policy, the pass rate and one row per
+    trial (its result uuid, status and evidence digest)."""
     cell_part: dict[str, Any] | None = None
     rejected: dict[str, Any] | None = None
     if bound is not None and bound.rejected is not None:
@@ -103,7 +109,7 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
             "artifacts": list(cell.document.get("artifacts", [])),
             "inputs": [{"path": p, "sha256": s} for p, s in cell.inputs],
         }
-    return {
+    document: dict[str, Any] = {
         "schema": EVIDENCE_SCHEMA,
         "campaign": binding.campaign,
         "selection-sha256": binding.selection_sha256,
@@ -120,6 +126,13 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
         "rejected-cell": rejected,
         "superseded": [c.summary_row() for c in bound.superseded] if bound is not None else [],
     }
+    if verdict.code is not None:
+        document["code"] = verdict.code
+    if trial is not None:
+        document["trial"] = trial
+    if trials is not None:
+        document["trials"] = dict(trials)
+    return document
 
 
 def _labels(binding: Binding, case: Case, cell: CellResult | None) -> list[dict[str, str]]:
@@ -144,20 +157,25 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None) -> list[dict[
     return labels
 
 
-def _parameters(binding: Binding, cell: CellResult | None, evidence_sha256: str) -> list[dict[str, Any]]:
+def _parameters(binding: Binding, cell: CellResult | None, evidence_sha256: str,
+                trial: str | None = None) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
     ]
     params.append({"name": "source sha", "value": binding.head_sha})
-    # Excluded parameters do not change historyId: they identify this attempt and its evidence, and let a
-    # reader find the result's entry in the launch-level evidence bundle that upload sends to TestOps.
+    # Excluded parameters do not change historyId: they identify this attempt (and trial) and its evidence,
+    # and let a reader find the result's entry in the launch-level evidence bundle that upload sends to
+    # TestOps. A trial must keep the case's history id: that is what makes it one of the case's retries.
+    if trial is not None:
+        params.append({"name": "trial", "value": trial, "excluded": True})
     params.append({"name": "attempt", "value": cell.attempt_id if cell is not None else "not recorded",
                    "excluded": True})
     params.append({"name": "evidence sha256", "value": evidence_sha256, "excluded": True})
     return params
 
 
-def _description(binding: Binding, case: Case, cell: CellResult | None, superseded: int) -> str:
+def _description(binding: Binding, case: Case, cell: CellResult | None, superseded: int,
+                 trial: int | None = None) -> str:
     # Markdown (Allure and TestOps render it): every value from a contract, a run or a worker goes through md.
     profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items())))
     lines = [
@@ -165,6 +183,10 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
         f"profile {profile}.",
         f"Evaluated commit {md.code(binding.head_sha)} in run {md.link(md.code(binding.run_url), binding.run_url)}.",
     ]
+    if trial is not None:
+        lines.append(f"Trial {trial} of {case.trials.count}: one measurement of the case. The case's result is "
+                     f"its verdict over all trials (policy {md.text(case.trials.policy())}); this trial is shown "
+                     "among its retries.")
     if cell is not None:
         lines.append(f"Attempt {md.code(cell.attempt_id)} ({md.text(cell.origin)}, cell sha256 "
                      f"{md.code(cell.sha256)}).")
@@ -176,6 +198,7 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
 
 
 def _steps(case: Case, cell: CellResult | None, start: int, stop: int) -> list[dict[str, Any]]:
+    """One step per contract check of a case, in contract order."""
     steps = []
     checks = cell.checks() if cell is not None else {}
     for check_id, kind in case.checks.items():
@@ -204,15 +227,14 @@ def result_document(
     *,
     evidence_sha256: str,
     now_ms: int,
+    trial: int | None = None,
 ) -> dict[str, Any]:
-    """One Allure result (the Allure 2 results format, read by Allure Report 2/3 and TestOps)."""
+    """One Allure result (the Allure 2 results format, read by Allure Report 2/3 and TestOps): a case measured
+    once, or one ``trial`` of a case measured several times."""
     # A rejected cell (bound.rejected) is shown as nothing measured; its evidence names the refusal.
     cell = bound.cell if bound is not None else None
     superseded = len(bound.superseded) if bound is not None else 0
-    if cell is not None:
-        start, stop = epoch_ms(cell.document["started-at"]), epoch_ms(cell.document["finished-at"])
-    else:
-        start = stop = now_ms
+    start, stop = result_times(bound, now_ms)
     result: dict[str, Any] = {
         "uuid": uuid,
         "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
@@ -221,16 +243,105 @@ def result_document(
         "fullName": case.full_name,
         "status": verdict.status,
         "stage": "finished",
-        "description": _description(binding, case, cell, superseded),
+        "description": _description(binding, case, cell, superseded, trial),
         "start": start,
         "stop": stop,
         "labels": _labels(binding, case, cell),
-        "parameters": _parameters(binding, cell, evidence_sha256),
+        "parameters": _parameters(binding, cell, evidence_sha256,
+                                  None if trial is None else f"{trial} of {case.trials.count}"),
         "links": [
             {"name": "CI run", "url": binding.run_url, "type": "link"},
             {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
         ],
         "steps": _steps(case, cell, start, stop),
+        "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
+                         "type": "application/json"}],
+    }
+    if verdict.message is not None:
+        result["statusDetails"] = {"message": verdict.message}
+    return result
+
+
+def result_times(bound: BoundCell | None, now_ms: int) -> tuple[int, int]:
+    """A result's start and stop: its cell's times, or the export time for a case or trial not recorded."""
+    cell = bound.cell if bound is not None else None
+    if cell is None:
+        return now_ms, now_ms
+    return epoch_ms(cell.document["started-at"]), epoch_ms(cell.document["finished-at"])
+
+
+def verdict_result_document(
+    uuid: str,
+    binding: Binding,
+    outcome: CaseOutcome,
+    *,
+    evidence_sha256: str,
+    now_ms: int,
+) -> dict[str, Any]:
+    """The result of a case measured several times: its verdict under the policy, one step per trial.
+
+    It shares the trials' ``historyId`` and starts after every one of them: Allure Report and TestOps fold
+    results of one test in a launch into the one that started last and show the others as its retries, so
+    the case reads as its verdict and each trial is one retry. The start is the export time — when the
+    verdict was made — or, should a cell claim a later start, one millisecond after the latest trial's start
+    (a trial must never outrank the verdict by a clock it controls).
+    """
+    case, verdict = outcome.case, outcome.verdict
+    latest = max(result_times(t.bound, now_ms)[0] for t in outcome.trials)
+    start = stop = max(now_ms, latest + 1)
+    interval = outcome.interval
+    rate = outcome.pass_rate
+    rate_value = "no trial measured the behaviour" if rate is None or interval is None else (
+        f"{percent(rate)} (95% Wilson interval {percent(interval[0])}–{percent(interval[1])})")
+    steps = []
+    for trial in outcome.trials:
+        cell = trial.bound.cell if trial.bound is not None else None
+        t_start, t_stop = result_times(trial.bound, now_ms)
+        step: dict[str, Any] = {
+            "name": f"trial {trial.trial} of {case.trials.count}"
+                    + (f" (attempt {cell.attempt_id})" if cell is not None else ""),
+            "status": trial.verdict.status, "stage": "finished", "start": t_start, "stop": t_stop,
+            "steps": _steps(case, cell, t_start, t_stop), "attachments": [], "parameters": []}
+        if trial.verdict.message is not None:
+            step["statusDetails"] = {"message": trial.verdict.message}
+        steps.append(step)
+    params: list[dict[str, Any]] = [
+        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
+    ]
+    params += [
+        {"name": "source sha", "value": binding.head_sha},
+        {"name": "trials", "value": f"{outcome.count('passed')} of {case.trials.count} passed", "excluded": True},
+        {"name": "verdict policy", "value": case.trials.policy(), "excluded": True},
+        {"name": "pass rate", "value": rate_value, "excluded": True},
+        {"name": "evidence sha256", "value": evidence_sha256, "excluded": True},
+    ]
+    profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items())))
+    description = "\n\n".join([
+        f"Campaign **{md.text(binding.campaign)}**, case {md.code(case.key)} ({md.text(case.lane)} lane), "
+        f"profile {profile}.",
+        f"Evaluated commit {md.code(binding.head_sha)} in run {md.link(md.code(binding.run_url), binding.run_url)}.",
+        f"Measured {case.trials.count} times; verdict policy {md.text(case.trials.policy())} (at least "
+        f"{case.trials.required} passed trials). {md.text(outcome.rate_text())}. Each trial is one retry of this "
+        "result, with its own evidence.",
+    ])
+    result: dict[str, Any] = {
+        "uuid": uuid,
+        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
+        "testCaseId": derive_test_case_id(binding.campaign, case.key),
+        "name": case.title,
+        "fullName": case.full_name,
+        "status": verdict.status,
+        "stage": "finished",
+        "description": description,
+        "start": start,
+        "stop": stop,
+        "labels": _labels(binding, case, None),
+        "parameters": params,
+        "links": [
+            {"name": "CI run", "url": binding.run_url, "type": "link"},
+            {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
+        ],
+        "steps": steps,
         "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
                          "type": "application/json"}],
     }

@@ -117,6 +117,11 @@ class CellResult:
         return str(self.document["attempt-id"])
 
     @property
+    def trial(self) -> int:
+        """The trial ordinal the cell measured (1 when the cell names none: a case measured once)."""
+        return int(self.document.get("trial", 1))
+
+    @property
     def disposition(self) -> str:
         return str(self.document["disposition"])
 
@@ -146,6 +151,8 @@ class CellResult:
         }
         if "run-attempt" in self.document:
             row["run-attempt"] = self.document["run-attempt"]
+        if "trial" in self.document:
+            row["trial"] = self.document["trial"]
         if self.worker is not None:
             row["worker"] = self.worker
         return row
@@ -232,6 +239,7 @@ class RejectedCell:
     refusal: Refusal
     worker: str | None = None
     sha256: str | None = None
+    trial: int = 1
 
     def summary_row(self) -> dict[str, Any]:
         row: dict[str, Any] = {"source": self.source, "code": self.refusal.code}
@@ -263,7 +271,8 @@ class Binding:
     selected: Sequence[Case]
     run_attempts: str = "first-only"
     run_attempt: int | None = None
-    owners: Mapping[str, str] | None = None  # case key -> worker job; None: the cells are one trust domain
+    # (case key, trial) -> worker job; None: the cells are one trust domain
+    owners: Mapping[tuple[str, int], str] | None = None
 
 
 def is_case_scoped(refusal: Refusal) -> bool:
@@ -276,8 +285,20 @@ def _claimed_case(document: Any) -> str | None:
     return case if isinstance(case, str) and CASE_KEY_RE.fullmatch(case) else None
 
 
-def _attribute(item: CellFile, document: Any, binding: Binding, by_key: Mapping[str, Case]) -> str:
-    """The case a cell file speaks for, and the proof that its origin may speak for it (scope ``export``)."""
+def _claimed_trial(document: Any) -> int | None:
+    """The trial a cell names: 1 when it names none; None when its ``trial`` is not an ordinal."""
+    if not isinstance(document, dict) or "trial" not in document:
+        return 1
+    trial = document["trial"]
+    return trial if isinstance(trial, int) and not isinstance(trial, bool) and trial >= 1 else None
+
+
+Unit = tuple[str, int]  # (case key, trial ordinal)
+
+
+def _attribute(item: CellFile, document: Any, binding: Binding, by_key: Mapping[str, Case]) -> Unit:
+    """The (case, trial) a cell file speaks for, and the proof that its origin may speak for it (scope
+    ``export``)."""
     claimed = _claimed_case(document) if item.adapted is None else item.adapted.key
     key = item.case if item.case is not None else claimed
     if key is None:
@@ -290,17 +311,33 @@ def _attribute(item: CellFile, document: Any, binding: Binding, by_key: Mapping[
     if key not in by_key:
         raise Refusal("export.foreign_cell", f"cell {item.source} is for case {key!r}, which this selection does "
                       "not select", field="case", expected="a selected case key", actual=key)
-    if binding.owners is not None and binding.owners.get(key) != item.worker:
-        raise Refusal("export.cell_origin", f"cell {item.source} for case {key!r} arrived in the artifact of "
-                      f"worker job {item.worker!r}, but the matrix plan assigned {key!r} to "
-                      f"{binding.owners.get(key)!r}", field=f"{key}/worker", expected=binding.owners.get(key),
-                      actual=item.worker)
+    trials = by_key[key].trials.count
+    trial = item.adapted.trial if item.adapted is not None else _claimed_trial(document)
+    if trial is None:
+        # Not an ordinal (the schema check will say so): the cell can only speak for a trial its worker owns,
+        # and then only to make that trial broken.
+        owned = [n for n in range(1, trials + 1)
+                 if binding.owners is None or binding.owners.get((key, n)) == item.worker]
+        trial = owned[0] if owned else 1
+    if trial > trials:
+        raise Refusal("export.foreign_cell", f"cell {item.source} is for trial {trial} of case {key!r}, which the "
+                      f"contract measures {trials} time(s)", field=f"{key}/trial", expected=f"1..{trials}",
+                      actual=trial)
+    unit = (key, trial)
+    if binding.owners is not None and binding.owners.get(unit) != item.worker:
+        what = f"case {key!r}" if trials == 1 else f"trial {trial} of case {key!r}"
+        raise Refusal("export.cell_origin", f"cell {item.source} for {what} arrived in the artifact of "
+                      f"worker job {item.worker!r}, but the matrix plan assigned it to "
+                      f"{binding.owners.get(unit)!r}", field=f"{key}/worker", expected=binding.owners.get(unit),
+                      actual=item.worker,
+                      hint=None if trials == 1 else "A cell of a case measured several times must name its "
+                      "`trial` (TESTOPS_EVIDENCE_TRIAL): a cell without one is trial 1.")
     claimed_selection = document.get("selection-sha256") if isinstance(document, dict) else None
     if isinstance(claimed_selection, str) and claimed_selection != binding.selection_sha256:
         raise Refusal("export.cell_selection", f"cell {item.source} for case {key!r} was made for another "
                       "selection (another run, attempt or campaign): it is not evidence of this run",
                       field=f"{key}/selection-sha256", expected=binding.selection_sha256, actual=claimed_selection)
-    return key
+    return unit
 
 
 def _content(item: CellFile, document: Any, case: Case, binding: Binding) -> CellResult:
@@ -346,58 +383,62 @@ def _parsed(data: bytes, source: str) -> Any:
         return None
 
 
-def admit(files: Sequence[CellFile], binding: Binding) -> dict[str, BoundCell]:
-    """Attribute and admit every cell file; return what each selected case's cells came to.
+def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
+    """Attribute and admit every cell file; return what each selected (case, trial)'s cells came to.
 
     Raises the refusal of the first file whose origin is in doubt (scope ``export``). A file that passed
-    that tier but whose content is wrong makes only its case broken (``BoundCell.rejected``).
+    that tier but whose content is wrong makes only its trial broken (``BoundCell.rejected``).
     """
     by_key = {case.key: case for case in binding.selected}
-    accepted: dict[str, list[CellResult]] = {}
-    rejected: dict[str, list[RejectedCell]] = {}
+    accepted: dict[Unit, list[CellResult]] = {}
+    rejected: dict[Unit, list[RejectedCell]] = {}
     attempts: dict[str, str] = {}
     for item in files:
         document = _parsed(item.data, item.source) if item.data is not None else None
-        key = _attribute(item, document, binding, by_key)
+        unit = _attribute(item, document, binding, by_key)
+        key, trial = unit
         try:
             cell = _content(item, document, by_key[key], binding)
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise
             digest = sha256_bytes(item.data) if item.data is not None else None
-            rejected.setdefault(key, []).append(RejectedCell(key, item.source, refusal, item.worker, digest))
+            rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal, item.worker, digest, trial))
             continue
         if cell.attempt_id in attempts:
             raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "
                           f"the attempt id {cell.attempt_id!r}", field="attempt-id", expected="unique attempt ids",
                           actual=cell.attempt_id)
         attempts[cell.attempt_id] = cell.source
-        accepted.setdefault(key, []).append(cell)
+        accepted.setdefault(unit, []).append(cell)
 
-    bound: dict[str, BoundCell] = {}
-    for key in [case.key for case in binding.selected]:
-        good, bad = accepted.get(key, []), rejected.get(key, [])
-        if not good and not bad:
-            continue
-        if len(good) + len(bad) > 1 and binding.run_attempts != "any":
-            sources = sorted([c.source for c in good] + [r.source for r in bad])
-            raise Refusal("export.duplicate_cell", f"case {key!r} has {len(sources)} cell results; the trust "
-                          "policy admits one attempt per case (run-attempts: first-only)", field=key,
-                          expected="one cell result", actual=sources)
-        if bad:
-            # Fail closed: an attempt whose content cannot be judged is never outranked by another attempt.
-            bound[key] = BoundCell(None, (), bad[0])
-            continue
-        if len(good) == 1:
-            bound[key] = BoundCell(good[0])
-            continue
-        ordered = sorted(good, key=lambda c: c.finished)
-        latest, runner_up = ordered[-1], ordered[-2]
-        if latest.finished == runner_up.finished:
-            raise Refusal("export.duplicate_cell", f"case {key!r} has two attempts that finished at the same time; "
-                          "the latest attempt is ambiguous", field=f"{key}/finished-at",
-                          expected="one latest attempt", actual=sorted([latest.source, runner_up.source]))
-        bound[key] = BoundCell(latest, tuple(ordered[:-1]))
+    bound: dict[Unit, BoundCell] = {}
+    for case in binding.selected:
+        for trial in range(1, case.trials.count + 1):
+            unit = (case.key, trial)
+            what = f"case {case.key!r}" if case.trials.count == 1 else f"trial {trial} of case {case.key!r}"
+            good, bad = accepted.get(unit, []), rejected.get(unit, [])
+            if not good and not bad:
+                continue
+            if len(good) + len(bad) > 1 and binding.run_attempts != "any":
+                sources = sorted([c.source for c in good] + [r.source for r in bad])
+                raise Refusal("export.duplicate_cell", f"{what} has {len(sources)} cell results; the trust "
+                              "policy admits one attempt per case (run-attempts: first-only)", field=case.key,
+                              expected="one cell result", actual=sources)
+            if bad:
+                # Fail closed: an attempt whose content cannot be judged is never outranked by another attempt.
+                bound[unit] = BoundCell(None, (), bad[0])
+                continue
+            if len(good) == 1:
+                bound[unit] = BoundCell(good[0])
+                continue
+            ordered = sorted(good, key=lambda c: c.finished)
+            latest, runner_up = ordered[-1], ordered[-2]
+            if latest.finished == runner_up.finished:
+                raise Refusal("export.duplicate_cell", f"{what} has two attempts that finished at the same time; "
+                              "the latest attempt is ambiguous", field=f"{case.key}/finished-at",
+                              expected="one latest attempt", actual=sorted([latest.source, runner_up.source]))
+            bound[unit] = BoundCell(latest, tuple(ordered[:-1]))
     return bound
 
 
@@ -440,16 +481,18 @@ class Verdict:
     code: str | None = None  # invalid_cell: the refusal that made the case broken
 
 
-def verdict(bound: BoundCell | None, case: Case) -> Verdict:
-    """The Allure status of a selected case, with a specific message per reason."""
+def verdict(bound: BoundCell | None, case: Case, trial: int | None = None) -> Verdict:
+    """The Allure status of a selected case (or of one of its trials), with a specific message per reason."""
+    what = f"trial {trial} of {case.trials.count} of the selected case" if trial is not None else "the selected case"
     if bound is None or (bound.cell is None and bound.rejected is None):
         return Verdict("broken", NOT_RECORDED,
-                       f"Not recorded: no cell result for the selected case {case.key!r} reached the export, "
+                       f"Not recorded: no cell result for {what} {case.key!r} reached the export, "
                        "so it is not verified by this run.")
     if bound.rejected is not None:
         refusal = bound.rejected.refusal
+        scope = "The case" if trial is None else "The trial"
         return Verdict("broken", INVALID,
-                       f"Invalid cell result ({refusal.code}): {refusal.message}. The case is not verified by "
+                       f"Invalid cell result ({refusal.code}): {refusal.message}. {scope} is not verified by "
                        "this run; every other case is exported as measured.", code=refusal.code)
     cell = bound.cell
     assert cell is not None

@@ -11,22 +11,30 @@ Limits (GitHub docs, "Usage limits" and "Defining outputs for jobs"):
   and in UTF-16 bytes and budgets the larger, so a campaign is refused (``selection.matrix_too_large``)
   before GitHub would silently drop an output.
 
+Units. The plan's unit is a **(case, trial)** pair: a case measured ``k`` times (the contract's ``trials``)
+has ``k`` units, trial ordinals ``1..k``. A case's trials are *pieces* of their own (``jobs: per-trial``,
+the default) or one piece together (``jobs: per-case``: its trials run one after another in one job).
+
 Matrix rows (keys are kebab-case; read them as ``matrix['timeout-minutes']`` or ``matrix.keys``):
 
-* one case per job: ``job`` (``<lane>-<key>``), ``key``, ``testops-id``, ``full-name``, ``title``,
-  ``lane``, ``credentials`` (list of secret names), ``timeout-minutes`` and ``keys`` (``[key]``);
+* one piece per job: ``job``, ``key``, ``testops-id``, ``full-name``, ``title``, ``lane``, ``credentials``
+  (list of secret names), ``timeout-minutes`` and ``keys`` (``[key]``). The job is ``<lane>-<key>`` for a
+  case measured once or all of whose trials share the job, ``<lane>-<key>-t<n>`` for trial ``n`` alone
+  (then the row also has ``trial``: ``n``);
 * a shard: ``job`` (``<lane>-shard-<n>``), ``shard`` (1-based), ``shards``, ``keys`` (the cases it runs,
   in order), ``lane``, ``credentials`` (union, sorted), ``timeout-minutes`` (sum).
 
-Every row has ``job``, ``keys``, ``lane``, ``credentials`` and ``timeout-minutes``, so one worker template
-serves both forms.
+A row that runs a case measured more than once also has ``trials``: a list parallel to ``keys`` with
+the trial ordinals the job runs for each key (a row without ``trials`` runs trial 1 of each key), and
+``label``, a human name for the job (``get-task-context trial 2 of 5``). Every row has ``job``,
+``keys``, ``lane``, ``credentials`` and ``timeout-minutes`` (the sum over the units it runs), so one
+worker template serves every form.
 
 **The plan is the worker binding.** ``job`` names the worker job and its cell artifact
 (``<artifact-prefix>-cells-<run attempt>-<job>``). The plan is a pure function of the selection's cases
-(their order and lanes), so a later job recomputes it from the digest-checked selection
-(:func:`plan_matrices`) and accepts a cell for a case only from the artifact of the job it assigns the case to.
-A unit of the plan is a case today; a later version may make it a (case, trial) pair, each still owned by
-exactly one job.
+(their order, lanes and trials), so a later job recomputes it from the digest-checked selection
+(:func:`plan_matrices`) and accepts the cell of a (case, trial) only from the artifact of the job it
+assigns that unit to.
 """
 
 from __future__ import annotations
@@ -66,8 +74,26 @@ class LaneMatrix:
     def matrix(self) -> dict[str, Any]:
         return {"include": list(self.include)}
 
+    @property
+    def units(self) -> int:
+        """(case, trial) units: the cells this lane's jobs write."""
+        return sum(len(units_of(row)) for row in self.include)
+
+    def form(self) -> str:
+        if self.sharded:
+            return "shards"
+        singles = {"trial" in row for row in self.include}
+        repeated = any("trials" in row for row in self.include)
+        if not repeated:
+            return "one case per job"
+        return {frozenset({True}): "one trial per job", frozenset({False}): "one case per job (its trials in turn)"}.get(
+            frozenset(singles), "one trial or case per job")
+
     def over_hosted_limit(self) -> list[dict[str, Any]]:
         return [row for row in self.include if row["timeout-minutes"] > HOSTED_JOB_LIMIT_MINUTES]
+
+
+Unit = tuple[str, int]  # (case key, trial ordinal)
 
 
 @dataclass(frozen=True)
@@ -77,13 +103,13 @@ class MatrixPlan:
     def lane(self, name: str) -> LaneMatrix:
         return self.lanes[name]
 
-    def jobs(self) -> dict[str, tuple[str, ...]]:
-        """Every worker job of every lane, in plan order, with the case keys it runs."""
-        return {str(row["job"]): tuple(row["keys"]) for name in LANES for row in self.lanes[name].include}
+    def jobs(self) -> dict[str, tuple[Unit, ...]]:
+        """Every worker job of every lane, in plan order, with the (case, trial) units it runs."""
+        return {str(row["job"]): units_of(row) for name in LANES for row in self.lanes[name].include}
 
-    def owners(self) -> dict[str, str]:
-        """Case key -> the worker job the plan assigned it to."""
-        return {key: job for job, keys in self.jobs().items() for key in keys}
+    def owners(self) -> dict[Unit, str]:
+        """(case key, trial) -> the worker job the plan assigned it to."""
+        return {unit: job for job, units in self.jobs().items() for unit in units}
 
     def outputs(self) -> dict[str, Any]:
         """``<lane>-matrix``, ``<lane>-count`` (jobs; 0 lets a workflow skip the lane), ``<lane>-max-parallel``."""
@@ -96,18 +122,57 @@ class MatrixPlan:
         return out
 
 
-def case_row(case: Case) -> dict[str, Any]:
-    return {
-        "job": f"{case.lane}-{case.key}",
+def units_of(row: Mapping[str, Any]) -> tuple[Unit, ...]:
+    """The (case, trial) units a matrix row runs, in order."""
+    keys = [str(key) for key in row["keys"]]
+    trials = row.get("trials") or [[1]] * len(keys)
+    return tuple((key, int(n)) for key, ordinals in zip(keys, trials, strict=True) for n in ordinals)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Units that always share a job: one trial, or every trial of a ``jobs: per-case`` case."""
+
+    case: Case
+    trials: tuple[int, ...]
+
+    @property
+    def minutes(self) -> int:
+        return self.case.timeout_minutes * len(self.trials)
+
+
+def pieces(cases: Sequence[Case]) -> list[Piece]:
+    out: list[Piece] = []
+    for case in cases:
+        ordinals = tuple(range(1, case.trials.count + 1))
+        if case.trials.repeated and case.trials.jobs == "per-trial":
+            out += [Piece(case, (n,)) for n in ordinals]
+        else:
+            out.append(Piece(case, ordinals))
+    return out
+
+
+def case_row(case: Case, trials: Sequence[int] = (1,)) -> dict[str, Any]:
+    """The row of a job that runs ``trials`` of one case (all of them, or one)."""
+    single = case.trials.repeated and len(trials) == 1
+    row: dict[str, Any] = {
+        "job": f"{case.lane}-{case.key}-t{trials[0]}" if single else f"{case.lane}-{case.key}",
         "key": case.key,
         "testops-id": case.testops_id,
         "full-name": case.full_name,
         "title": case.title,
         "lane": case.lane,
         "credentials": list(case.credentials),
-        "timeout-minutes": case.timeout_minutes,
+        "timeout-minutes": case.timeout_minutes * len(trials),
         "keys": [case.key],
     }
+    if case.trials.repeated:
+        row["trials"] = [list(trials)]
+        row["label"] = (f"{case.key} trial {trials[0]} of {case.trials.count}" if single
+                        else f"{case.key} ({case.trials.count} trials)")
+        if single:
+            row["trial"] = trials[0]
+    return row
 
 
 def shard_sizes(count: int, max_jobs: int = MAX_MATRIX_JOBS) -> list[int]:
@@ -120,28 +185,44 @@ def shard_sizes(count: int, max_jobs: int = MAX_MATRIX_JOBS) -> list[int]:
     return [base + 1 if index < extra else base for index in range(jobs)]
 
 
-def shard_rows(cases: Sequence[Case], lane: str, max_jobs: int = MAX_MATRIX_JOBS) -> list[dict[str, Any]]:
-    sizes = shard_sizes(len(cases), max_jobs)
+def shard_rows(members: Sequence[Piece] | Sequence[Case], lane: str,
+               max_jobs: int = MAX_MATRIX_JOBS) -> list[dict[str, Any]]:
+    """Consecutive pieces (or cases, each one piece per trial set) packed into balanced shard jobs."""
+    parts = [m if isinstance(m, Piece) else Piece(m, tuple(range(1, m.trials.count + 1))) for m in members]
+    sizes = shard_sizes(len(parts), max_jobs)
     rows = []
     start = 0
     for index, size in enumerate(sizes):
-        chunk = cases[start:start + size]
+        chunk = parts[start:start + size]
         start += size
-        rows.append({
+        keys: list[str] = []
+        trials: list[list[int]] = []
+        for piece in chunk:
+            if keys and keys[-1] == piece.case.key:
+                trials[-1] += piece.trials  # consecutive trials of one case stay one entry
+            else:
+                keys.append(piece.case.key)
+                trials.append(list(piece.trials))
+        row: dict[str, Any] = {
             "job": f"{lane}-shard-{index + 1}",
             "shard": index + 1,
             "shards": len(sizes),
-            "keys": [case.key for case in chunk],
+            "keys": keys,
             "lane": lane,
-            "credentials": sorted({name for case in chunk for name in case.credentials}),
-            "timeout-minutes": sum(case.timeout_minutes for case in chunk),
-        })
+            "credentials": sorted({name for piece in chunk for name in piece.case.credentials}),
+            "timeout-minutes": sum(piece.minutes for piece in chunk),
+        }
+        if any(piece.case.trials.repeated for piece in chunk):
+            row["trials"] = trials
+            row["label"] = f"shard {index + 1} of {len(sizes)}"
+        rows.append(row)
     return rows
 
 
 def plan_matrices(cases: Sequence[Case], lanes: Mapping[str, int], *,
                   max_jobs: int = MAX_MATRIX_JOBS) -> MatrixPlan:
-    """Partition ``cases`` (plan order kept) into the lanes; shard a lane above ``max_jobs`` cases.
+    """Partition ``cases`` (plan order kept) into the lanes; a lane with more than ``max_jobs`` pieces (a
+    trial, or the trials of a ``per-case`` case) is packed into shards.
 
     ``lanes`` maps lane -> max-parallel (the contract's). A lane the contract does not declare has no
     cases (the contract schema guarantees it) and gets an empty matrix with max-parallel 1.
@@ -149,8 +230,9 @@ def plan_matrices(cases: Sequence[Case], lanes: Mapping[str, int], *,
     result: dict[str, LaneMatrix] = {}
     for name in LANES:
         members = [case for case in cases if case.lane == name]
-        sharded = len(members) > max_jobs
-        rows = shard_rows(members, name, max_jobs) if sharded else [case_row(case) for case in members]
+        parts = pieces(members)
+        sharded = len(parts) > max_jobs
+        rows = shard_rows(parts, name, max_jobs) if sharded else [case_row(p.case, p.trials) for p in parts]
         result[name] = LaneMatrix(lane=name, include=tuple(rows), max_parallel=int(lanes.get(name, 1)),
                                   case_count=len(members), sharded=sharded)
     return MatrixPlan(result)

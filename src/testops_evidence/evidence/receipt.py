@@ -59,13 +59,32 @@ class Receipt:
         block: Mapping[str, Any] | None = self.document["testops"]
         return block
 
+    def published_rows(self) -> list[Mapping[str, Any]]:
+        """Every published result's row: each case's row, and before it the rows of its trials (a case
+        measured several times publishes one result per trial and its verdict result)."""
+        rows: list[Mapping[str, Any]] = []
+        for row in self.results:
+            rows += trial_rows(row)
+            rows.append(row)
+        return rows
+
     def expected_files(self) -> dict[str, str]:
         """Every file the results directory must hold, by name, with its SHA-256."""
         files = {str(f["name"]): str(f["sha256"]) for f in self.document["files"]}
-        for row in self.results:
+        for row in self.published_rows():
             files[str(row["result-file"])] = str(row["result-sha256"])
             files[str(row["attachment-file"])] = str(row["attachment-sha256"])
         return files
+
+
+CASE_FIELDS = ("key", "testops-id", "full-name", "title")
+
+
+def trial_rows(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The trial rows of a case row (none for a case measured once), each with its case's key, TestOps id,
+    full name and title, so every published row names the test it is a result of."""
+    trials: list[Mapping[str, Any]] = row.get("trials") or []
+    return [{**trial, **{field: row[field] for field in CASE_FIELDS}} for trial in trials]
 
 
 def _refuse(message: str, **details: Any) -> Refusal:
@@ -76,28 +95,67 @@ def receipt_from_bytes(data: bytes, path: str) -> Receipt:
     document = parse_json_bytes(data, f"the export receipt {path}", "export.receipt")
     validate_document("export-receipt", document, "export.receipt", f"the export receipt {path}")
     rows = document["results"]
-    for field in ("key", "uuid", "result-file", "attachment-file"):
-        repeated = [value for value, n in Counter(row[field] for row in rows).items() if n > 1]
+    repeated_key = [value for value, n in Counter(row["key"] for row in rows).items() if n > 1]
+    if repeated_key:
+        raise _refuse(f"the export receipt {path} repeats key {repeated_key[0]!r}", field="results/key",
+                      expected="unique values", actual=repeated_key[0])
+    published = [r for row in rows for r in (*trial_rows(row), row)]
+    for field in ("uuid", "result-file", "attachment-file"):
+        repeated = [value for value, n in Counter(row[field] for row in published).items() if n > 1]
         if repeated:
             raise _refuse(f"the export receipt {path} repeats {field} {repeated[0]!r}", field=f"results/{field}",
                           expected="unique values", actual=repeated[0])
-    for index, row in enumerate(rows):
+    for index, row in enumerate(published):
         for field, suffix in (("result-file", "-result.json"), ("attachment-file", "-attachment.json")):
             if row[field] != f"{row['uuid']}{suffix}":
                 raise _refuse(f"the export receipt {path} names an unexpected {field}", field=f"results/{index}/{field}",
                               expected=f"{row['uuid']}{suffix}", actual=row[field])
+    for row in rows:
+        _check_trials(row, path)
     counted = Counter(row["status"] for row in rows)
     counts = document["counts"]
     actual = {"total": len(rows), **{status: counted.get(status, 0) for status in STATUSES}}
     if dict(counts) != actual:
         raise _refuse(f"the export receipt {path} counts do not match its rows", field="counts", expected=actual,
                       actual=dict(counts))
+    if "trial-counts" in document:
+        statuses = Counter(t["status"] for row in rows for t in (trial_rows(row) or [row]))
+        want = {"total": sum(statuses.values()), **{status: statuses.get(status, 0) for status in STATUSES}}
+        if dict(document["trial-counts"]) != want:
+            raise _refuse(f"the export receipt {path} trial counts do not match its trial rows", field="trial-counts",
+                          expected=want, actual=dict(document["trial-counts"]))
     names = [f["name"] for f in document["files"]]
-    listed = set(names) | {row["result-file"] for row in rows} | {row["attachment-file"] for row in rows}
-    if len(listed) != len(names) + 2 * len(rows):
+    listed = set(names) | {row["result-file"] for row in published} | {row["attachment-file"] for row in published}
+    if len(listed) != len(names) + 2 * len(published):
         raise _refuse(f"the export receipt {path} names a file twice", field="files", expected="unique names",
                       actual=sorted(names))
     return Receipt(document, sha256_bytes(data), path, data)
+
+
+def _check_trials(row: Mapping[str, Any], path: str) -> None:
+    """A case measured several times: its policy, one row per trial in ordinal order, and its status is what
+    the policy makes of its trials' statuses (the receipt cannot say passed where its trials do not)."""
+    from testops_evidence.evidence.trials import policy_status
+
+    trials = trial_rows(row)
+    policy = row.get("policy")
+    if not trials and policy is None:
+        return
+    if not trials or policy is None or "pass-rate" not in row:
+        raise _refuse(f"the export receipt {path} row {row['key']!r} has trials without a policy, or a policy "
+                      "without trials", field=f"{row['key']}/trials", expected="policy, pass-rate and trials together",
+                      actual=sorted(k for k in ("policy", "pass-rate", "trials") if k in row))
+    ordinals = [t["trial"] for t in trials]
+    if ordinals != list(range(1, policy["count"] + 1)):
+        raise _refuse(f"the export receipt {path} row {row['key']!r} does not list trials 1..{policy['count']}",
+                      field=f"{row['key']}/trials", expected=list(range(1, policy["count"] + 1)), actual=ordinals)
+    verdict = policy["verdict"]
+    required = {"all": policy["count"], "any": 1}.get(verdict) if isinstance(verdict, str) else verdict["at-least"]
+    assert required is not None
+    status = policy_status(required, [t["status"] for t in trials])
+    if row["status"] != status:
+        raise _refuse(f"the export receipt {path} says {row['key']!r} {row['status']}, but its trials make it "
+                      f"{status} under its policy", field=f"{row['key']}/status", expected=status, actual=row["status"])
 
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:

@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from testops_evidence import summary
+from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence.adapters import Outcome
 from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
@@ -36,6 +37,7 @@ from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
 SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
 # Set by the campaign template's case runner for every case command (docs/workflows.md).
 SELECTION_DIGEST_VARIABLE = "TESTOPS_EVIDENCE_SELECTION_SHA256"
+TRIAL_VARIABLE = "TESTOPS_EVIDENCE_TRIAL"
 ATTEMPT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 
 
@@ -125,6 +127,21 @@ def _framework_runs(ctx: PhaseContext) -> tuple[list[tuple[str, FrameworkRun]], 
     return runs, inputs
 
 
+def _trial(ctx: PhaseContext, case: Case) -> int | None:
+    """The trial ordinal (``--trial``, else TESTOPS_EVIDENCE_TRIAL); None for a case measured once."""
+    raw = _option(ctx, "trial") or (ctx.env.get(TRIAL_VARIABLE) or "").strip() or None
+    if raw is None:
+        if case.trials.repeated:
+            raise input_error("trial", f"case {case.key!r} is measured {case.trials.count} times: pass --trial N "
+                              f"(or set {TRIAL_VARIABLE}) to say which trial these reports measured",
+                              expected=f"1..{case.trials.count}", actual=None)
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= case.trials.count:
+        raise input_error("trial", f"trial {raw!r} is not a trial of case {case.key!r}",
+                          expected=f"1..{case.trials.count}", actual=raw)
+    return int(raw)
+
+
 def run(ctx: PhaseContext) -> PhaseResult:
     key = _option(ctx, "case")
     out = _option(ctx, "out")
@@ -141,6 +158,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                           actual=attempt)
     contract = ctx.contract()
     case = contract.case(key)
+    trial = _trial(ctx, case)
     selection_sha256, profile = _selection(ctx, dict(contract.profile))
     outcomes, inputs = _reports(junit, allure_dir)
     runs, framework_inputs = _framework_runs(ctx)
@@ -153,6 +171,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
     document = framework_cell(case, runs, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
                               selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
                               origin=origin)
+    if trial is not None:
+        document["trial"] = trial
+        if attempt is None and trial > 1:
+            # Derived from the reports' digests: two trials with identical reports must still differ.
+            document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
     run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
     if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
         document["run-attempt"] = int(run_attempt)
@@ -162,7 +185,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     write_once(target, canonical_json(document), mode=0o644)  # not secret; uploaded by another step
     checks = [(summary.status_icon("passed" if c["passed"] else "failed"), c["id"], case.checks[c["id"]],
                c.get("message") or "") for c in document["checks"]]
-    headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of {summary.code(key)} to "
+    what = f"trial {trial} of {summary.code(key)}" if trial is not None else summary.code(key)
+    headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of {what} to "
                 f"{summary.code(out)}: "
                 f"{cell.disposition.replace('_', ' ')} ({len(inputs)} report file(s)).")
     return PhaseResult(headline=headline, summary=summary.table(("", "check", "kind", "note"), checks))

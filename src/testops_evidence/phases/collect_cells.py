@@ -45,7 +45,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
     validate_against(selection, contract, live)
     cases = [contract.case(key) for key in selection.keys]
-    plan = plan_matrices(cases, contract.lanes).jobs()
+    # A worker job's cases (a job of trials runs one case's trials, a shard several cases' units).
+    plan = {job: tuple(dict.fromkeys(key for key, _trial in units))
+            for job, units in plan_matrices(cases, contract.lanes).jobs().items()}
 
     token = github_run.require_token(ctx.github_token())
     policy = github_run.request_policy(ctx.env, ctx.sleep)

@@ -23,11 +23,12 @@ from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.evidence.cells import Binding as CellBinding
-from testops_evidence.evidence.cells import BoundCell, CellFile, Verdict, admit, format_time, verdict
-from testops_evidence.evidence.matrix import plan_matrices
+from testops_evidence.evidence.cells import BoundCell, CellFile, Verdict, admit, format_time
+from testops_evidence.evidence.matrix import Unit, plan_matrices
 from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
 from testops_evidence.evidence.selection import Selection, load_selection, read_travelled, validate_against
 from testops_evidence.evidence.tree import is_empty_or_absent, write_new
+from testops_evidence.evidence.trials import CaseOutcome, case_outcome
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, pretty_json, sha256_bytes, write_once
 
@@ -87,7 +88,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         selection_sha256=selection.digest, head_sha=context.head_sha, profile=selection.document["profile"],
         selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
         owners=workers.owners if workers is not None else None))
-    verdicts = {case.key: verdict(bound.get(case.key), case) for case in cases}
+    outcomes = {case.key: case_outcome(case, bound) for case in cases}
 
     binding = allure.Binding(
         campaign=contract.campaign,
@@ -100,14 +101,17 @@ def run(ctx: PhaseContext) -> PhaseResult:
     )
     with ctx.runtime.group(f"export: {len(cases)} results into {results_dir}"):
         try:
-            rows, written = _write_results(ctx, results_dir, binding, cases, bound, verdicts, now,
-                                         workers.owners if workers is not None else {})
+            rows, written = _write_results(ctx, results_dir, binding, outcomes, now,
+                                           workers.owners if workers is not None else {})
         except OSError as exc:  # a full disk: the temp directory is already removed, nothing is in place
             raise Refusal("io.write_failed", f"the results could not be written to {results_dir.parent} "
                           f"({exc.strerror}); nothing was left there", field="results-dir",
                           expected="a writable directory with free space", actual=str(results_dir)) from None
     counts = Counter(row["status"] for row in rows)
     count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
+    repeated = any(outcome.repeated for outcome in outcomes.values())
+    trial_counts = Counter(t.verdict.status for outcome in outcomes.values() for t in outcome.trials)
+    trial_row = {"total": sum(trial_counts.values()), **{s: trial_counts.get(s, 0) for s in ("passed", "failed", "broken")}}
     receipt: dict[str, Any] = {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
@@ -120,6 +124,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "results-dir": results_dir.resolve().name,
         "created-at": format_time(datetime.fromtimestamp(now, UTC)),
         "counts": count_row,
+        **({"trial-counts": trial_row} if repeated else {}),
         "files": written,
         "results": rows,
     }
@@ -156,8 +161,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "broken-count": counts.get("broken", 0),
             "all-passed": all_passed,
         },
-        summary=_summary(rows, verdicts, bound, selection, digest_given, results_dir, receipt_path, workers,
-                         present),
+        summary=_summary(rows, outcomes, selection, digest_given, results_dir, receipt_path, workers, present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
 
@@ -166,10 +170,10 @@ class Workers:
     """Per-worker artifacts: the name prefix of their directories, the matrix plan's jobs, and — when
     ``collect-cells`` ran in this job — what it verified about each worker's artifact."""
 
-    def __init__(self, prefix: str, jobs: dict[str, tuple[str, ...]], collected: dict[str, Any] | None) -> None:
+    def __init__(self, prefix: str, jobs: dict[str, tuple[Unit, ...]], collected: dict[str, Any] | None) -> None:
         self.prefix = prefix
         self.jobs = jobs
-        self.owners = {key: job for job, keys in jobs.items() for key in keys}
+        self.owners = {unit: job for job, units in jobs.items() for unit in units}
         self.collected = collected
 
 
@@ -205,11 +209,9 @@ def _write_results(
     ctx: PhaseContext,
     results_dir: Path,
     binding: allure.Binding,
-    cases: list[Case],
-    bound: dict[str, BoundCell],
-    verdicts: dict[str, Verdict],
+    outcomes: dict[str, CaseOutcome],
     now: float,
-    owners: dict[str, str],
+    owners: dict[Unit, str],
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Write everything into a private temp dir beside ``results_dir``, then rename it into place."""
     parent = results_dir.parent if str(results_dir.parent) else Path(".")
@@ -219,46 +221,50 @@ def _write_results(
     try:
         rows: list[dict[str, Any]] = []
         now_ms = int(now * 1000)
-        for index, case in enumerate(cases):
-            uuid = ctx.new_uuid()
-            cell = bound.get(case.key)
-            decision = verdicts[case.key]
-            # Compact canonical JSON, as Allure's own writers produce: json's C encoder only runs without
-            # indentation, and this is the hot loop of a 10,000-case export.
-            evidence = canonical_json(allure.evidence_document(binding, case, decision, cell))
-            evidence_sha = sha256_bytes(evidence)
-            result = allure.result_document(uuid, binding, case, decision, cell, evidence_sha256=evidence_sha,
-                                            now_ms=now_ms)
-            result_bytes = canonical_json(result)
-            result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
-            write_new(temp / attachment_name, evidence)
-            write_new(temp / result_name, result_bytes)
+        for index, outcome in enumerate(outcomes.values()):
+            case = outcome.case
+            if outcome.repeated:
+                # Trials first, the verdict last: it is the result a reader and TestOps see as the case's.
+                trials = []
+                for trial in outcome.trials:
+                    files = _write_one(ctx, temp, binding, case, trial.verdict, trial.bound, now_ms, trial=trial.trial)
+                    trials.append({"trial": trial.trial, **files, **_cell_fields(trial.bound, trial.verdict),
+                                   **({"worker": owners[(case.key, trial.trial)]}
+                                      if (case.key, trial.trial) in owners else {})})
+                summary_rows = [{"trial": t["trial"], "uuid": t["uuid"], "status": t["status"],
+                                 "reason": t["reason"], "attempt-id": t["attempt-id"],
+                                 "evidence-sha256": t["attachment-sha256"]} for t in trials]
+                trials_part = {"count": case.trials.count, "verdict": case.trials.verdict_json(),
+                               "pass-rate": outcome.rate_row(), "trials": summary_rows}
+                files = _write_one(ctx, temp, binding, case, outcome.verdict, None, now_ms, outcome=outcome,
+                                   trials=trials_part)
+                row_extra: dict[str, Any] = {
+                    "attempt-id": None, "superseded": [],
+                    "policy": {"count": case.trials.count, "verdict": case.trials.verdict_json()},
+                    "pass-rate": outcome.rate_row(), "trials": trials}
+            else:
+                only = outcome.trials[0]
+                files = _write_one(ctx, temp, binding, case, outcome.verdict, only.bound, now_ms)
+                row_extra = _cell_fields(only.bound, outcome.verdict)
+                if (case.key, 1) in owners:
+                    row_extra["worker"] = owners[(case.key, 1)]
             rows.append({
                 "key": case.key,
                 "testops-id": case.testops_id,
                 "full-name": case.full_name,
                 "title": case.title,
-                "uuid": uuid,
-                "status": decision.status,
-                "reason": decision.reason,
-                "history-id": result["historyId"],
-                "test-case-id": result["testCaseId"],
-                "result-file": result_name,
-                "result-sha256": sha256_bytes(result_bytes),
-                "attachment-file": attachment_name,
-                "attachment-sha256": evidence_sha,
-                "attempt-id": cell.cell.attempt_id if cell is not None and cell.cell is not None else None,
-                "superseded": [c.attempt_id for c in cell.superseded] if cell is not None else [],
-                **({"code": decision.code} if decision.code is not None else {}),
-                **({"worker": owners[case.key]} if case.key in owners else {}),
+                **files,
+                "status": outcome.verdict.status,
+                "reason": outcome.verdict.reason,
+                **row_extra,
             })
             if (index + 1) % 1000 == 0:
-                ctx.runtime.log(f"exported {index + 1} of {len(cases)} results")
-        files = []
+                ctx.runtime.log(f"exported {index + 1} of {len(outcomes)} cases")
+        files_written = []
         for name, data in (("executor.json", canonical_json(allure.executor_document(binding))),
                            ("environment.properties", allure.environment_properties(binding))):
             write_new(temp / name, data)
-            files.append({"name": name, "sha256": sha256_bytes(data)})
+            files_written.append({"name": name, "sha256": sha256_bytes(data)})
         fsync_dir(temp)
         if results_dir.is_dir() and not results_dir.is_symlink():
             results_dir.rmdir()  # empty (checked above); rename cannot replace it portably
@@ -267,7 +273,41 @@ def _write_results(
         shutil.rmtree(temp, ignore_errors=True)
         raise
     fsync_dir(parent)
-    return rows, files
+    return rows, files_written
+
+
+def _cell_fields(bound: BoundCell | None, decision: Verdict) -> dict[str, Any]:
+    """What a receipt row says about the cell behind a result (a case measured once, or one trial)."""
+    return {
+        "status": decision.status,
+        "reason": decision.reason,
+        "attempt-id": bound.cell.attempt_id if bound is not None and bound.cell is not None else None,
+        "superseded": [c.attempt_id for c in bound.superseded] if bound is not None else [],
+        **({"code": decision.code} if decision.code is not None else {}),
+    }
+
+
+def _write_one(ctx: PhaseContext, temp: Path, binding: allure.Binding, case: Case, decision: Verdict,
+               bound: BoundCell | None, now_ms: int, *, trial: int | None = None, outcome: CaseOutcome | None = None,
+               trials: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One result and its evidence attachment: a case measured once, a trial, or (``outcome``) a verdict."""
+    uuid = ctx.new_uuid()
+    # Compact canonical JSON, as Allure's own writers produce: json's C encoder only runs without
+    # indentation, and this is the hot loop of a 10,000-case export.
+    evidence = canonical_json(allure.evidence_document(binding, case, decision, bound, trial=trial, trials=trials))
+    evidence_sha = sha256_bytes(evidence)
+    if outcome is not None:
+        result = allure.verdict_result_document(uuid, binding, outcome, evidence_sha256=evidence_sha, now_ms=now_ms)
+    else:
+        result = allure.result_document(uuid, binding, case, decision, bound, evidence_sha256=evidence_sha,
+                                        now_ms=now_ms, trial=trial)
+    result_bytes = canonical_json(result)
+    result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
+    write_new(temp / attachment_name, evidence)
+    write_new(temp / result_name, result_bytes)
+    return {"uuid": uuid, "history-id": result["historyId"], "test-case-id": result["testCaseId"],
+            "result-file": result_name, "result-sha256": sha256_bytes(result_bytes),
+            "attachment-file": attachment_name, "attachment-sha256": evidence_sha}
 
 
 def _headline(counts: dict[str, int], results_dir: Path) -> str:
@@ -280,8 +320,7 @@ def _headline(counts: dict[str, int], results_dir: Path) -> str:
 
 def _summary(
     rows: list[dict[str, Any]],
-    verdicts: dict[str, Verdict],
-    bound: dict[str, BoundCell],
+    outcomes: dict[str, CaseOutcome],
     selection: Selection,
     digest_given: bool,
     results_dir: Path,
@@ -299,7 +338,8 @@ def _summary(
         missing = len(workers.jobs) - len(present)
         origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"
                   + (f" ({missing} missing: their cases are not recorded)" if missing else "")
-                  + "; every cell came from the job the matrix plan assigned its case to")
+                  + "; every cell came from the job the matrix plan assigned its case (and trial) to")
+    repeated = [o for o in outcomes.values() if o.repeated]
     parts = [
         summary.table(("", ""), [
             ("selection", summary.code(selection.path)),
@@ -310,18 +350,50 @@ def _summary(
             ("receipt", summary.code(receipt_path)),
         ]),
         "\n### Results\n",
-        summary.table(("", "case", "title", "status", "attempt", "code", "why"), [
+    ]
+    if repeated:
+        parts.append("\nA case measured several times is judged by its verdict policy over its trials; the pass "
+                     "rate counts the trials that measured the behaviour, with its 95% Wilson interval.\n")
+        parts.append(summary.table(("", "case", "title", "status", "trials", "attempt", "code", "why"), [
+            (summary.status_icon(row["status"]), summary.code(row["key"]), row["title"], row["status"],
+             _trials_cell(outcomes[row["key"]]),
+             summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
+             summary.code(outcomes[row["key"]].verdict.code) if outcomes[row["key"]].verdict.code else "—",
+             outcomes[row["key"]].verdict.message or "every check passed")
+            for row in rows
+        ]))
+        parts.append("\n### Trials\n\n")
+        parts.append(summary.table(("case", "policy", "trials (ordinal: status)", "not passed, why"), [
+            (summary.code(o.case.key), f"{o.case.trials.policy()}: {o.case.trials.required} of {o.case.trials.count} "
+                                       "must pass",
+             " ".join(f"{summary.status_icon(t.verdict.status)}{t.trial}" for t in o.trials),
+             summary.Markdown("<br>".join(
+                 f"{t.trial}: " + (summary.code(t.verdict.code) + " " if t.verdict.code else "")
+                 + summary.text(t.verdict.message or "", limit=200)
+                 for t in o.trials if t.verdict.status != "passed") or "—"))
+            for o in repeated
+        ], limit=500))
+    else:
+        parts.append(summary.table(("", "case", "title", "status", "attempt", "code", "why"), [
             (summary.status_icon(row["status"]), summary.code(row["key"]), row["title"], row["status"],
              summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
-             summary.code(verdicts[row["key"]].code) if verdicts[row["key"]].code else "—",
-             verdicts[row["key"]].message or "every check passed")
+             summary.code(outcomes[row["key"]].verdict.code) if outcomes[row["key"]].verdict.code else "—",
+             outcomes[row["key"]].verdict.message or "every check passed")
             for row in rows
-        ]),
-    ]
-    superseded = [(summary.code(key), summary.code(b.cell.attempt_id),
-                   summary.join((summary.code(c.attempt_id) for c in b.superseded), ", "))
-                  for key, b in sorted(bound.items()) if b.superseded and b.cell is not None]
+        ]))
+    superseded = [(summary.code(o.case.key) if not o.repeated else summary.Markdown(
+                       f"{summary.code(o.case.key)} trial {t.trial}"),
+                   summary.code(t.bound.cell.attempt_id),
+                   summary.join((summary.code(c.attempt_id) for c in t.bound.superseded), ", "))
+                  for o in outcomes.values() for t in o.trials
+                  if t.bound is not None and t.bound.superseded and t.bound.cell is not None]
     if superseded:
         parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",
                   summary.table(("case", "chosen attempt", "superseded"), superseded)]
     return "\n".join(parts)
+
+
+def _trials_cell(outcome: CaseOutcome) -> str:
+    if not outcome.repeated:
+        return "—"
+    return outcome.rate_text()

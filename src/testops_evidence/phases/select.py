@@ -195,7 +195,7 @@ def _receipt(contract: Contract, backend: str, outcome: Outcome, path: Path, dig
         "keys": [case.key for case in outcome.cases],
         "testops": outcome.testops.to_json() if outcome.testops else None,
         "lanes": {
-            name: {"cases": plan.lane(name).case_count, "jobs": plan.lane(name).jobs,
+            name: {"cases": plan.lane(name).case_count, "trials": plan.lane(name).units, "jobs": plan.lane(name).jobs,
                    "sharded": plan.lane(name).sharded, "max-parallel": plan.lane(name).max_parallel}
             for name in LANES
         },
@@ -209,7 +209,9 @@ def _headline(contract: Contract, outcome: Outcome, plan: MatrixPlan) -> str:
     total = len(contract.cases)
     scope = "the full plan" if n == total else f"**not** the full plan: {total - n} contract case(s) left out"
     lanes = ", ".join(f"{plan.lane(name).case_count} {name}" for name in LANES)
-    return f"✅ Selected **{n}** of {total} contract cases ({scope}) from {outcome.origin}: {lanes}."
+    units = sum(plan.lane(name).units for name in LANES)
+    trials = f"; {units} trials in all" if units > n else ""
+    return f"✅ Selected **{n}** of {total} contract cases ({scope}) from {outcome.origin}: {lanes}{trials}."
 
 
 def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequence[OutputSize], path: Path,
@@ -224,9 +226,9 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         parts.append(summary.table(("object", "checked", "value"), outcome.bindings))
     parts.append("\n### Lanes\n\n")
     parts.append(summary.table(
-        ("lane", "cases", "jobs", "form", "max-parallel"),
-        [(name, plan.lane(name).case_count, plan.lane(name).jobs,
-          "shards" if plan.lane(name).sharded else "one case per job", plan.lane(name).max_parallel)
+        ("lane", "cases", "trials", "jobs", "form", "max-parallel"),
+        [(name, plan.lane(name).case_count, plan.lane(name).units, plan.lane(name).jobs, plan.lane(name).form(),
+          plan.lane(name).max_parallel)
          for name in LANES]))
     for name in LANES:
         lane = plan.lane(name)
@@ -234,8 +236,9 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
             continue
         parts.append(f"\n### {name.capitalize()} lane: {lane.case_count} case(s) in {lane.jobs} job(s)\n\n")
         members = [case for case in outcome.cases if case.lane == name]
-        parts.append(summary.table(("key", "TestOps id", "title", "timeout", "credentials"),
+        parts.append(summary.table(("key", "TestOps id", "title", "timeout", "trials", "credentials"),
                                    [(summary.code(c.key), c.testops_id, c.title, f"{c.timeout_minutes} min",
+                                     f"{c.trials.count}, verdict {c.trials.policy()}" if c.trials.repeated else "1",
                                      summary.join((summary.code(n) for n in c.credentials), ", ") or "—")
                                     for c in members], limit=SUMMARY_ROWS))
         long_shards = lane.over_hosted_limit()

@@ -52,7 +52,9 @@ class Prepared:
 
 
 def prepare(receipt: Receipt, results_dir: Path) -> Prepared:
-    rows = receipt.results
+    # Every trial's result before its case's verdict result: TestOps, like Allure Report, shows the latest
+    # result of a test in a launch as the test's and the earlier ones as its retries.
+    rows = receipt.published_rows()
     expected = receipt.expected_files()
     dtos = [result_dto(parse_json_bytes(verified_bytes(results_dir, row["result-file"], row["result-sha256"],
                                                         RESULTS_CODE), row["result-file"], RESULTS_CODE)) for row in rows]
@@ -82,7 +84,7 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
     context = receipt.document["context"]
     job_run_id, launch_id, project_id = testops["job-run-id"], testops["launch-id"], testops["project-id"]
     job_uid, run_uid = _binding_uids(testops)
-    rows = receipt.results
+    rows = receipt.published_rows()
     if client.project_id != project_id:
         raise Refusal("upload.binding", "the TestOps project differs from the selection's", field="project-id",
                       expected=project_id, actual=client.project_id)

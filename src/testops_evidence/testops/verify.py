@@ -42,8 +42,13 @@ def verify_launch(client: TestOpsClient, receipt: Receipt, publication: Mapping[
     assert testops is not None  # bind_receipt refused a files-backend receipt
     launch_id = int(publication.get("launch-id") or testops["launch-id"])
     job_run_id, project_id = testops["job-run-id"], testops["project-id"]
-    expected = {(row["testops-id"], row["full-name"]): row for row in receipt.results}
-    by_name = {row["full-name"]: row for row in receipt.results}
+    # A case measured several times has one result per trial and its verdict result, under one test case and
+    # full name: TestOps keeps the one that started last (the verdict) as the test's result and lists the
+    # others as retries (``hidden``). Each group is matched result by result through the ids of this upload.
+    groups: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
+    for row in receipt.published_rows():
+        groups.setdefault((row["testops-id"], row["full-name"]), []).append(row)
+    by_name = {row["full-name"] for row in receipt.results}
     # The result ids TestOps gave this upload's chunks: a launch may also hold another upload's result of the
     # same test case (a re-run's upload into the same job run), which a match by case and name cannot tell.
     raw_ids = publication.get("result-ids")
@@ -53,45 +58,45 @@ def verify_launch(client: TestOpsClient, receipt: Receipt, publication: Mapping[
     give_up_at = started + deadline
     wait = FIRST_WAIT
     polls = 0
+    total = sum(len(rows) for rows in groups.values())
     # No single request may outlive the verification deadline (plus one request's grace).
     client.set_deadline(deadline + client.read_timeout)
     while True:
         polls += 1
-        seen: Counter[tuple[Any, Any]] = Counter()
-        found: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+        listed: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
         unmatched_names: Counter[str] = Counter()
         for item in api.list_results(client, launch_id, PAGE_SIZE):
             key = (item.get("testCaseId"), item.get("fullName"))
-            if key in expected:
-                seen[key] += 1
-                found[key] = item
+            if key in groups:
+                listed.setdefault(key, []).append(item)
             elif item.get("fullName") in by_name:
                 unmatched_names[str(item.get("fullName"))] += 1
-        duplicated = sorted((k for k, n in seen.items() if n > 1), key=str)
-        if duplicated:
-            row = expected[duplicated[0]]
-            raise Refusal("verify.duplicate", f"{row['full-name']} (test case {row['testops-id']}) appears "
-                          f"{seen[duplicated[0]]} times in launch {launch_id}", field=row["key"],
-                          expected="exactly once", actual=seen[duplicated[0]])
+        for key, items in sorted(listed.items(), key=lambda pair: str(pair[0])):
+            rows = groups[key]
+            if len(items) > len(rows):
+                row = rows[-1]
+                raise Refusal("verify.duplicate", f"{row['full-name']} (test case {row['testops-id']}) appears "
+                              f"{len(items)} times in launch {launch_id}", field=row["key"],
+                              expected="exactly once" if len(rows) == 1 else f"{len(rows)} results (its trials and "
+                              "its verdict)", actual=len(items))
         pending = []
-        for key, row in expected.items():
-            listed = found.get(key)
-            want_id = uploaded_ids.get(str(row["uuid"]))
-            if listed is not None and want_id is not None and listed.get("id") != want_id:
-                raise Refusal("verify.mismatch", f"{row['full-name']} in launch {launch_id} is test result "
-                              f"{listed.get('id')}, not the result {want_id} this upload created: another "
-                              "upload's result stands in for it", field=f"{row['key']}/id", expected=want_id,
-                              actual=listed.get("id"))
-            status = listed.get("status") if listed is not None else None
-            if listed is None or status in (None, "unknown"):
-                pending.append(row)
-                continue
-            if status != row["status"]:
-                raise Refusal("verify.mismatch", f"{row['full-name']} is {status} in TestOps but {row['status']} "
-                              "in the receipt", field=f"{row['key']}/status", expected=row["status"], actual=status)
-            if depth == "detail":
-                _check_detail(client, listed, row, launch_id, job_run_id, project_id, verified_detail)
-        log(f"poll {polls}: {len(expected) - len(pending)} of {len(expected)} results verified")
+        for key, rows in groups.items():
+            matched = _match(rows, listed.get(key, []), uploaded_ids, launch_id)
+            for wanted, found in matched:
+                status = found.get("status") if found is not None else None
+                if found is None or status in (None, "unknown"):
+                    pending.append(wanted)
+                    continue
+                if status != wanted["status"]:
+                    what = (wanted["full-name"] if "trial" not in wanted
+                            else f"trial {wanted['trial']} of {wanted['full-name']}")
+                    raise Refusal("verify.mismatch", f"{what} is {status} in TestOps but {wanted['status']} in the "
+                                  "receipt", field=f"{wanted['key']}/status", expected=wanted["status"], actual=status)
+                if depth == "detail":
+                    _check_detail(client, found, wanted, launch_id, job_run_id, project_id, verified_detail)
+            if len(rows) > 1 and all(item is not None for _row, item in matched):
+                _check_retries(matched, launch_id)
+        log(f"poll {polls}: {total - len(pending)} of {total} results verified")
         if not pending:
             break
         now = monotonic()
@@ -100,6 +105,46 @@ def verify_launch(client: TestOpsClient, receipt: Receipt, publication: Mapping[
         sleep(wait)
         wait = min(wait * 2, MAX_WAIT)
     return Verified(launch_id, polls, client.request_count, len(verified_detail), round(monotonic() - started, 1))
+
+
+def _match(rows: list[Mapping[str, Any]], items: list[Mapping[str, Any]], uploaded_ids: Mapping[str, Any],
+           launch_id: int) -> list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
+    """Each receipt row of one test with the listed result that is its upload (None: not listed yet).
+
+    With the ids this upload was given, a listed result of the test that is none of them is another upload's
+    result standing in for this one (``verify.mismatch``). Without them (a record from before ids were kept)
+    a test with one row takes its one listed result."""
+    wanted = {uploaded_ids.get(str(row["uuid"])): row for row in rows}
+    if None in wanted:
+        return [(rows[0], items[0] if items else None)] if len(rows) == 1 else [(row, None) for row in rows]
+    by_id = {item.get("id"): item for item in items}
+    for item in items:
+        if item.get("id") not in wanted:
+            row = rows[-1]
+            ids = list(wanted)
+            want: Any = ids[0] if len(ids) == 1 else ids
+            raise Refusal("verify.mismatch", f"{row['full-name']} in launch {launch_id} is test result "
+                          f"{item.get('id')}, not the result {want} this upload created: another upload's result "
+                          "stands in for it", field=f"{row['key']}/id", expected=want, actual=item.get("id"))
+    return [(row, by_id.get(uploaded_ids.get(str(row["uuid"])))) for row in rows]
+
+
+def _check_retries(matched: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]], launch_id: int) -> None:
+    """The verdict (the last row of its case) must be the result TestOps shows; every trial one of its retries.
+
+    TestOps lists a test's earlier results in a launch with ``hidden: true``. A listing without the field
+    says nothing about it, and is not refused."""
+    for index, (row, item) in enumerate(matched):
+        hidden = item.get("hidden") if item is not None else None
+        if not isinstance(hidden, bool):
+            continue
+        verdict = index == len(matched) - 1
+        if hidden == verdict:
+            shown = "hidden as a retry" if verdict else "shown as the test's result"
+            what = f"the verdict of {row['full-name']}" if verdict else f"trial {row['trial']} of {row['full-name']}"
+            raise Refusal("verify.mismatch", f"{what} is {shown} in launch {launch_id}: TestOps would show a trial, "
+                          "not the case's verdict", field=f"{row['key']}/hidden",
+                          expected=not verdict, actual=hidden)
 
 
 def _check_detail(client: TestOpsClient, item: Mapping[str, Any], row: Mapping[str, Any], launch_id: int,
