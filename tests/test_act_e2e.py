@@ -185,6 +185,7 @@ cell = {
     "selection-sha256": os.environ["TESTOPS_EVIDENCE_SELECTION_SHA256"],
     "case": row["key"],
     "attempt-id": os.environ["TESTOPS_EVIDENCE_ATTEMPT_ID"],
+    "trial": int(os.environ["TESTOPS_EVIDENCE_TRIAL"]),
     "disposition": "passed" if passed else "behavior_failure",
     "started-at": "2026-12-01T10:00:00Z",
     "finished-at": "2026-12-01T10:01:00Z",
@@ -199,7 +200,8 @@ print("case", row["key"], "lane", row["lane"], "->", cell["disposition"])
 
 
 
-def contract_text(actor_id: int, testops_url: str | None = None) -> str:
+def contract_text(actor_id: int, testops_url: str | None = None, trials: dict[str, str] | None = None) -> str:
+    """The e2e contract; ``trials`` gives a case (by key) a YAML ``trials`` mapping."""
     testops = [] if testops_url is None else [
         "testops:",
         f"  endpoint: {testops_url}",
@@ -242,6 +244,7 @@ def contract_text(actor_id: int, testops_url: str | None = None) -> str:
             f"    title: {key.replace('-', ' ').capitalize()}",
             f"    lane: {lane}",
             "    timeout-minutes: 5",
+            *([f"    trials: {(trials or {})[key]}"] if key in (trials or {}) else []),
             "    checks:",
             *[f"      {check}: behavior" for check in checks],
         ]
@@ -438,6 +441,35 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_campaign_measures_repeated_trials_end_to_end(act_binary: Path, tmp_path: Path, github: GitHubServer) -> None:
+    """Issue 16: one job per trial, each trial's cell in its own artifact, and the policy's verdict published."""
+    contract = contract_text(1234567, trials={"get-task-context": "{count: 2, verdict: all}",
+                                              "hire-agent-approval": "{count: 2, verdict: any, jobs: per-case}"})
+    result = run_act(act_binary, tmp_path, github, contract=contract)
+    assert result.returncode == 0, result.log[-6000:]
+    outputs = result.outputs
+    assert (outputs["passed-count"], outputs["failed-count"], outputs["broken-count"]) == ("3", "1", "0")
+    assert outputs["verified-count"] == str(len(CASES))
+    cells = sorted(str(path.relative_to(result.artifacts)) for path in result.artifacts.glob("testops-evidence-cells-1-*/**/*.json"))
+    assert cells == [
+        "testops-evidence-cells-1-external-hire-agent-approval/hire-agent-approval/trial-1.json",
+        "testops-evidence-cells-1-external-hire-agent-approval/hire-agent-approval/trial-2.json",
+        "testops-evidence-cells-1-native-budget-stop/budget-stop.json",
+        "testops-evidence-cells-1-native-get-task-context-t1/get-task-context/trial-1.json",
+        "testops-evidence-cells-1-native-get-task-context-t2/get-task-context/trial-2.json",
+        "testops-evidence-cells-1-native-list-open-issues/list-open-issues.json",
+    ]
+    receipt = json.loads((result.artifacts / "testops-evidence-results-1" / "allure-results-receipt.json").read_text())
+    rows = {row["key"]: row for row in receipt["results"]}
+    assert [(t["trial"], t["status"], t["worker"]) for t in rows["get-task-context"]["trials"]] == [
+        (1, "passed", "native-get-task-context-t1"), (2, "passed", "native-get-task-context-t2")]
+    assert receipt["trial-counts"] == {"total": 6, "passed": 5, "failed": 1, "broken": 0}
+    results = list((result.artifacts / "testops-evidence-results-1" / "allure-results").glob("*-result.json"))
+    assert len(results) == len(CASES) + 2 + 2  # each repeated case: its trials and its verdict
+    assert len(result.summaries["native-verify-selection"]) == 4  # two trial jobs and two cases
+    assert "2/2 passed" in result.summaries["export-export"][0]
 
 
 def seed_launched_plan(testops: TestOpsServer) -> tuple[int, int]:

@@ -140,7 +140,7 @@ def test_adapted_cells_carry_messages_times_and_input_digests(reports: Path, tmp
     assert result.started.year >= 2025  # the suite's own timestamp, not the fallback
     bound = admit([CellFile("budget-stop", case="budget-stop", adapted=result)],
                   Binding(SELECTION, HEAD_SHA, PROFILE, list(CONTRACT.cases)))
-    decided = verdict(bound["budget-stop"], CONTRACT.case("budget-stop"))
+    decided = verdict(bound[("budget-stop", 1)], CONTRACT.case("budget-stop"))
     assert (decided.status, decided.failed_checks) == ("failed", ("spend-reported",))
 
 
@@ -328,7 +328,7 @@ def test_layout_reads_cells_and_adapts_case_directories(reports: Path, tmp_path:
     files = collect_cells(root, {c.key: c for c in CONTRACT.cases}, source_sha=HEAD_SHA, profile=PROFILE,
                           selection_sha256=SELECTION, fallback_time=0.0)
     bound = admit(files, Binding(SELECTION, HEAD_SHA, PROFILE, list(CONTRACT.cases)))
-    assert sorted((key, b.cell.origin) for key, b in bound.items() if b.cell is not None) == [
+    assert sorted((key, b.cell.origin) for (key, _trial), b in bound.items() if b.cell is not None) == [
         ("budget-stop", "junit"), ("company-credential-approval", "cell")]
 
 

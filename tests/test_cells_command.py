@@ -135,3 +135,25 @@ def test_a_refused_report_is_named_by_its_whole_path_not_its_base_name(tmp_path:
     failure = run.failure()
     assert failure is not None and failure["field"] == str(reports / "junit.xml")
     assert str(reports / "junit.xml") in failure["message"]
+
+
+def test_a_trial_of_a_repeated_case_names_its_ordinal(tmp_path: Path, reports: Path) -> None:
+    """Issue 16: the cell of a trial carries its ordinal, from --trial or the template's TESTOPS_EVIDENCE_TRIAL."""
+    from testops_evidence.contract import contract_from_document
+
+    document = json.loads(json.dumps(CONTRACT.document))
+    document["trials"] = {"count": 3, "verdict": "any"}
+    contract = write_contract(contract_from_document(document), tmp_path / "contract.json")
+    env = {**actions_env(), "TESTOPS_EVIDENCE_SELECTION_SHA256": DIGEST}
+    base = {"contract": str(contract), "case": "budget-stop", "junit": str(reports / "report.xml")}
+    first = run_mode("cell", tmp_path, {**base, "out": str(tmp_path / "t1.json")}, {**env, "TESTOPS_EVIDENCE_TRIAL": "1"})
+    second = run_mode("cell", tmp_path, {**base, "out": str(tmp_path / "t2.json"), "trial": "2"}, env)
+    assert (first.exit_code, second.exit_code) == (0, 0), first.summary + second.summary
+    one, two = (json.loads((tmp_path / name).read_text()) for name in ("t1.json", "t2.json"))
+    assert (one["trial"], two["trial"]) == (1, 2)
+    assert one["attempt-id"] != two["attempt-id"]  # the same reports, yet two trials
+    assert "trial 2 of" in second.summary
+    unnamed = run_mode("cell", tmp_path, {**base, "out": str(tmp_path / "t3.json")}, env)
+    assert (unnamed.exit_code, unnamed.outputs["error-code"]) == (2, "input.trial")
+    beyond = run_mode("cell", tmp_path, {**base, "out": str(tmp_path / "t4.json"), "trial": "4"}, env)
+    assert beyond.outputs["error-code"] == "input.trial"

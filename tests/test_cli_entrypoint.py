@@ -111,7 +111,7 @@ def test_the_help_of_a_cli_only_command_lists_only_its_own_options(command: str,
            "rehearse": {"--contract", "--state-dir", "--workdir", "--examples", "--report"},
            "cell": {"--contract", "--state-dir", "--selection-path", "--selection-sha256", "--case", "--junit",
                     "--allure-results", "--inspect-log", "--promptfoo",
-                    "--out", "--source-sha", "--attempt-id"}}[command]
+                    "--out", "--source-sha", "--attempt-id", "--trial"}}[command]
     assert shown - {"--help", "--summary-file"} == own
     for foreign in ("--cases", "--job-run-id", "--deadline-seconds", "--ledger", "--testops-endpoint"):
         assert foreign not in shown

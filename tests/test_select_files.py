@@ -372,3 +372,23 @@ def test_local_under_act_selects_for_the_files_backend_and_a_worker_without_loca
                                                    "selection-path": str(tmp_path / "selection.json"),
                                                    "selection-sha256": digest}, env)
     assert (mixed.exit_code, mixed.outputs["error-code"]) == (3, "selection.context")
+
+
+def test_select_fans_out_one_job_per_trial_and_the_worker_verifies_the_selection(tmp_path: Path,
+                                                                                 env: dict[str, str]) -> None:
+    """Issue 16: a case measured three times is three worker jobs bound to their ordinals."""
+    document = example_document()
+    document["cases"][0]["trials"] = {"count": 3, "verdict": {"at-least": 2}}
+    contract = files_contract(tmp_path, document)
+    run = select(tmp_path, env, contract)
+    assert run.exit_code == 0, run.summary
+    native = matrix(run, "native")
+    key = document["cases"][0]["key"]
+    trial_rows = [row for row in native if row["keys"] == [key]]
+    assert [(row["job"], row["trial"], row["trials"]) for row in trial_rows] == [
+        (f"native-{key}-t{n}", n, [[n]]) for n in (1, 2, 3)]
+    assert run.outputs["native-count"] == str(len(native)) == str(9 + 2)
+    assert "trials in all" in run.summary and "at-least 2" in run.summary
+    selection = json.loads((tmp_path / "out" / "selection.json").read_text())
+    assert selection["cases"][0]["trials"] == {"count": 3, "verdict": {"at-least": 2}, "jobs": "per-trial"}
+    assert worker(tmp_path, env, contract, run.outputs["selection-sha256"]).exit_code == 0

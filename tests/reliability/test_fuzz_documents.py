@@ -239,10 +239,12 @@ def test_fuzz_cell_result(fuzz: Targets, data: st.DataObject) -> None:
         # As export reads it: attributed by its content (merged layout), then by its path (a worker artifact).
         for item in (CellFile("cells/fuzzed.json", data=raw),
                      CellFile("w/get-task-context.json", case="get-task-context", worker="native-1", data=raw)):
-            owners = {case.key: "native-1" for case in contract.cases} if item.worker else None
+            owners = ({(case.key, n): "native-1" for case in contract.cases
+                       for n in range(1, case.trials.count + 1)} if item.worker else None)
             bound = admit([item], dataclasses.replace(binding, owners=owners))
             for case in contract.cases:
-                verdict(bound.get(case.key), case)
+                for n in range(1, case.trials.count + 1):
+                    verdict(bound.get((case.key, n)), case, n if case.trials.repeated else None)
 
 
 HOSTILE_XML = (

@@ -225,10 +225,11 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         parts.append(" · ".join(f"{name} {text}" for name, text in links) + "\n\n")
         parts.append(summary.table(("object", "checked", "value"), outcome.bindings))
     parts.append("\n### Lanes\n\n")
+    repeated = any(case.trials.repeated for case in outcome.cases)
     parts.append(summary.table(
-        ("lane", "cases", "trials", "jobs", "form", "max-parallel"),
-        [(name, plan.lane(name).case_count, plan.lane(name).units, plan.lane(name).jobs, plan.lane(name).form(),
-          plan.lane(name).max_parallel)
+        ("lane", "cases", *(("trials",) if repeated else ()), "jobs", "form", "max-parallel"),
+        [(name, plan.lane(name).case_count, *((plan.lane(name).units,) if repeated else ()), plan.lane(name).jobs,
+          plan.lane(name).form(), plan.lane(name).max_parallel)
          for name in LANES]))
     for name in LANES:
         lane = plan.lane(name)
@@ -236,9 +237,11 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
             continue
         parts.append(f"\n### {name.capitalize()} lane: {lane.case_count} case(s) in {lane.jobs} job(s)\n\n")
         members = [case for case in outcome.cases if case.lane == name]
-        parts.append(summary.table(("key", "TestOps id", "title", "timeout", "trials", "credentials"),
+        parts.append(summary.table(("key", "TestOps id", "title", "timeout", *(("trials",) if repeated else ()),
+                                    "credentials"),
                                    [(summary.code(c.key), c.testops_id, c.title, f"{c.timeout_minutes} min",
-                                     f"{c.trials.count}, verdict {c.trials.policy()}" if c.trials.repeated else "1",
+                                     *((f"{c.trials.count}, verdict {c.trials.policy()}" if c.trials.repeated
+                                        else "1",) if repeated else ()),
                                      summary.join((summary.code(n) for n in c.credentials), ", ") or "—")
                                     for c in members], limit=SUMMARY_ROWS))
         long_shards = lane.over_hosted_limit()
