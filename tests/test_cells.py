@@ -110,7 +110,7 @@ def test_the_design_example_is_a_valid_cell() -> None:
     result = cell_from_bytes(DESIGN_EXAMPLE.encode(), "example.json")
     assert (result.key, result.disposition, result.attempt_id) == (
         "get-task-context", "passed", "9f1c2e7a4b3d4e5f8a9b0c1d2e3f4a5b")
-    assert result.usage() == {"agent-turns": 4, "input-tokens": 18234, "output-tokens": 2210,
+    assert {name: figure.value for name, figure in result.usage().items()} == {"agent-turns": 4, "input-tokens": 18234, "output-tokens": 2210,
                               "cost-nanodollars": 61230000}
 
 
@@ -305,7 +305,7 @@ def test_only_allow_listed_usage_reaches_evidence() -> None:
     result = parsed(cell(CONTRACT, "budget-stop"))
     assert set(result.usage()) <= set(USAGE_ALLOWED)
     assert "secret-counter" not in result.usage()
-    assert result.usage()["agent-turns"] == 4
+    assert result.usage()["agent-turns"].value == 4
 
 
 def test_cells_are_read_without_following_links(tmp_path: Path) -> None:

@@ -349,7 +349,7 @@ def test_the_receipt_cannot_say_passed_where_its_trials_do_not(tmp_path: Path) -
 # --- publication: files and TestOps ----------------------------------------------------------------------
 
 
-def testops_trials_contract() -> Contract:
+def trials_testops_contract() -> Contract:
     document = trials_document(flaky={"count": 3, "verdict": {"at-least": 2}}, steady={"count": 2})
     document["testops"] = {"endpoint": "http://127.0.0.1:1", "project-id": 12,
                            "plan": {"id": 340, "name": "Agent protocol evals"}}
@@ -360,7 +360,7 @@ def test_trials_are_published_to_testops_as_retries_of_their_verdict(tmp_path: P
     from evidence_support import SENTINEL, TestOpsCampaign
     from servers.testops_server import TestOpsServer
 
-    contract = testops_trials_contract()
+    contract = trials_testops_contract()
     with TestOpsServer(token=SENTINEL, visible_after_polls=1) as server:
         campaign = TestOpsCampaign(server, tmp_path, contract)
         export = campaign.export([
@@ -383,7 +383,7 @@ def test_verify_refuses_a_launch_that_shows_a_trial_instead_of_the_verdict(tmp_p
     from evidence_support import SENTINEL, TestOpsCampaign
     from servers.testops_server import TestOpsServer
 
-    contract = testops_trials_contract()
+    contract = trials_testops_contract()
     with TestOpsServer(token=SENTINEL, visible_after_polls=0) as server:
         campaign = TestOpsCampaign(server, tmp_path, contract)
         assert campaign.export([

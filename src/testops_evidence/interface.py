@@ -263,6 +263,10 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("failed-count", "export: results with status failed.", ("export",)),
     OutputSpec("broken-count", "export: results with status broken.", ("export",)),
     OutputSpec("all-passed", "export / verify: whether every case passed.", ("export", "verify")),
+    OutputSpec("cost-nanodollars", "export / verify: the campaign's cost in nanodollars (every admitted attempt); "
+               "empty when no cell reported one. A lower bound when cost-coverage is partial.", ("export", "verify")),
+    OutputSpec("cost-coverage", "export / verify: how complete cost-nanodollars is: reported, estimated, partial "
+               "(a lower bound: some figures were unavailable) or unavailable.", ("export", "verify")),
     OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
     OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
     OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),

@@ -13,7 +13,7 @@ Identities are derived, never taken from display strings:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from testops_evidence import md
 from testops_evidence.contract import Case
 from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict, epoch_ms
 from testops_evidence.evidence.trials import CaseOutcome, percent
+from testops_evidence.evidence.usage import COST, Figure
 
 FRAMEWORK = "testops-evidence"
 EVIDENCE_SCHEMA = "testops-evidence/evidence/v1"
@@ -105,7 +106,9 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
             "source-sha": cell.document["source-sha"],
             "checks": [{"id": c, "kind": case.checks[c], "passed": bool(cell.checks()[c]["passed"])}
                        for c in case.checks],
-            "usage": cell.usage(),
+            # Values as integers (as before coverage existed); the coverage of every counter beside them.
+            "usage": {name: figure.value for name, figure in cell.usage().items() if figure.value is not None},
+            "usage-coverage": {name: figure.coverage for name, figure in cell.usage().items()},
             "artifacts": list(cell.document.get("artifacts", [])),
             "inputs": [{"path": p, "sha256": s} for p, s in cell.inputs],
         }
@@ -135,7 +138,8 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
     return document
 
 
-def _labels(binding: Binding, case: Case, cell: CellResult | None) -> list[dict[str, str]]:
+def _labels(binding: Binding, case: Case, cell: CellResult | None,
+            usage: Mapping[str, Figure] | None = None) -> list[dict[str, str]]:
     labels: list[dict[str, str]] = []
     if case.testops_id is not None:
         # ALLURE_ID is the current name; AS_ID is what older TestOps servers and the prior art read.
@@ -154,6 +158,11 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None) -> list[dict[
     ]
     if binding.local:
         labels.append({"name": "tag", "value": "rehearsal"})
+    cost = (usage or {}).get(COST)
+    if cost is not None:
+        # What this result cost and how sure that figure is: an unavailable cost is never a zero.
+        labels += [{"name": "cost-nanodollars", "value": "unavailable" if cost.value is None else str(cost.value)},
+                   {"name": "cost-coverage", "value": cost.coverage}]
     return labels
 
 
@@ -228,6 +237,7 @@ def result_document(
     evidence_sha256: str,
     now_ms: int,
     trial: int | None = None,
+    usage: Mapping[str, Figure] | None = None,
 ) -> dict[str, Any]:
     """One Allure result (the Allure 2 results format, read by Allure Report 2/3 and TestOps): a case measured
     once, or one ``trial`` of a case measured several times."""
@@ -246,7 +256,7 @@ def result_document(
         "description": _description(binding, case, cell, superseded, trial),
         "start": start,
         "stop": stop,
-        "labels": _labels(binding, case, cell),
+        "labels": _labels(binding, case, cell, usage),
         "parameters": _parameters(binding, cell, evidence_sha256,
                                   None if trial is None else f"{trial} of {case.trials.count}"),
         "links": [
@@ -277,6 +287,7 @@ def verdict_result_document(
     *,
     evidence_sha256: str,
     now_ms: int,
+    usage: Mapping[str, Figure] | None = None,
 ) -> dict[str, Any]:
     """The result of a case measured several times: its verdict under the policy, one step per trial.
 
@@ -335,7 +346,7 @@ def verdict_result_document(
         "description": description,
         "start": start,
         "stop": stop,
-        "labels": _labels(binding, case, None),
+        "labels": _labels(binding, case, None, usage),
         "parameters": params,
         "links": [
             {"name": "CI run", "url": binding.run_url, "type": "link"},
@@ -386,13 +397,17 @@ def escape_property(text: str, *, key: bool) -> str:
     return "".join(out)
 
 
-def environment_properties(binding: Binding) -> bytes:
-    rows: Sequence[tuple[str, str]] = [
+def environment_properties(binding: Binding, usage: Mapping[str, Figure] | None = None) -> bytes:
+    """The environment widget: the binding, and the campaign's usage totals with their coverage."""
+    rows: list[tuple[str, str]] = [
         ("campaign", binding.campaign),
         *((f"profile.{k}", v) for k, v in sorted(binding.profile.items())),
         ("source.sha", binding.head_sha),
         ("repository", binding.repository),
         ("backend", binding.backend),
     ]
+    for name, figure in (usage or {}).items():
+        rows += [(f"usage.{name}", "unavailable" if figure.value is None else str(figure.value)),
+                 (f"usage.{name}.coverage", figure.coverage)]
     text = "".join(f"{escape_property(k, key=True)}={escape_property(v, key=False)}\n" for k, v in rows)
     return text.encode("ascii")

@@ -31,6 +31,7 @@ from typing import Any
 
 from testops_evidence.contract import Case, validate_document
 from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
+from testops_evidence.evidence.usage import Figure, cell_figures
 from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes
 
 CELL_SCHEMA = "testops-evidence/cell-result/v2"
@@ -136,9 +137,9 @@ class CellResult:
     def checks(self) -> dict[str, Mapping[str, Any]]:
         return {str(c["id"]): c for c in self.document["checks"]}
 
-    def usage(self) -> dict[str, int]:
-        raw = self.document.get("usage") or {}
-        return {k: int(raw[k]) for k in USAGE_ALLOWED if k in raw}
+    def usage(self) -> dict[str, Figure]:
+        """The allow-listed usage counters the cell reports, each with its coverage."""
+        return cell_figures(self.document, USAGE_ALLOWED)
 
     def summary_row(self) -> dict[str, Any]:
         """What the receipt and the evidence record about a cell (no free text from the harness)."""

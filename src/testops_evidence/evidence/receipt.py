@@ -59,6 +59,21 @@ class Receipt:
         block: Mapping[str, Any] | None = self.document["testops"]
         return block
 
+    def cost(self) -> Any:
+        """The campaign's cost total (a :class:`usage.Figure`), unavailable when the receipt has none."""
+        from testops_evidence.evidence.usage import COST, MISSING, Figure
+
+        block = self.document.get("usage") or {}
+        cost = (block.get("campaign") or {}).get(COST)
+        if cost is None:
+            return MISSING
+        return Figure(cost["value"], cost["coverage"], cost["figures"], cost["known"])
+
+    def cost_outputs(self) -> dict[str, Any]:
+        """``cost-nanodollars`` (empty when unavailable) and ``cost-coverage`` from the receipt's totals."""
+        cost = self.cost()
+        return {"cost-nanodollars": "" if cost.value is None else cost.value, "cost-coverage": cost.coverage}
+
     def published_rows(self) -> list[Mapping[str, Any]]:
         """Every published result's row: each case's row, and before it the rows of its trials (a case
         measured several times publishes one result per trial and its verdict result)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,10 @@ from testops_evidence import summary
 from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure
+from testops_evidence.evidence import allure, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
+from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
-from testops_evidence.evidence.cells import BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.matrix import Unit, plan_matrices
 from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
 from testops_evidence.evidence.selection import Selection, load_selection, read_travelled, validate_against
@@ -89,6 +90,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
         selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
         owners=workers.owners if workers is not None else None))
     outcomes = {case.key: case_outcome(case, bound) for case in cases}
+    accounts = usage.account(((o.case.key, o.case.lane, t.trial, _attempt_figures(t.bound))
+                              for o in outcomes.values() for t in o.trials), USAGE_ALLOWED)
 
     binding = allure.Binding(
         campaign=contract.campaign,
@@ -101,7 +104,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     )
     with ctx.runtime.group(f"export: {len(cases)} results into {results_dir}"):
         try:
-            rows, written = _write_results(ctx, results_dir, binding, outcomes, now,
+            rows, written = _write_results(ctx, results_dir, binding, outcomes, accounts, now,
                                            workers.owners if workers is not None else {})
         except OSError as exc:  # a full disk: the temp directory is already removed, nothing is in place
             raise Refusal("io.write_failed", f"the results could not be written to {results_dir.parent} "
@@ -126,6 +129,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "counts": count_row,
         **({"trial-counts": trial_row} if repeated else {}),
         "files": written,
+        "usage": accounts.receipt_block(),
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
@@ -160,8 +164,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "failed-count": counts.get("failed", 0),
             "broken-count": counts.get("broken", 0),
             "all-passed": all_passed,
+            **cost_outputs(accounts.campaign.get(usage.COST)),
         },
-        summary=_summary(rows, outcomes, selection, digest_given, results_dir, receipt_path, workers, present),
+        summary=_summary(rows, outcomes, accounts, selection, digest_given, results_dir, receipt_path, workers,
+                         present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
 
@@ -205,11 +211,26 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
     return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs(), collected if isinstance(collected, dict) else None)
 
 
+def _attempt_figures(bound: BoundCell | None) -> list[usage.Item]:
+    """The figures of every admitted attempt of a trial (superseded ones were paid for too); ``[None]`` — an
+    unavailable figure, never a zero — when no cell of it was admitted."""
+    if bound is None or bound.cell is None:
+        return [None]
+    return [cell.usage() for cell in (*bound.superseded, bound.cell)]
+
+
+def cost_outputs(cost: usage.Figure | None) -> dict[str, Any]:
+    """``cost-nanodollars`` (empty when unavailable) and ``cost-coverage``."""
+    figure = cost or usage.MISSING
+    return {"cost-nanodollars": "" if figure.value is None else figure.value, "cost-coverage": figure.coverage}
+
+
 def _write_results(
     ctx: PhaseContext,
     results_dir: Path,
     binding: allure.Binding,
     outcomes: dict[str, CaseOutcome],
+    accounts: usage.Accounts,
     now: float,
     owners: dict[Unit, str],
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
@@ -227,8 +248,11 @@ def _write_results(
                 # Trials first, the verdict last: it is the result a reader and TestOps see as the case's.
                 trials = []
                 for trial in outcome.trials:
-                    files = _write_one(ctx, temp, binding, case, trial.verdict, trial.bound, now_ms, trial=trial.trial)
+                    figures = accounts.trials[(case.key, trial.trial)]
+                    files = _write_one(ctx, temp, binding, case, trial.verdict, trial.bound, now_ms, trial=trial.trial,
+                                       figures=figures)
                     trials.append({"trial": trial.trial, **files, **_cell_fields(trial.bound, trial.verdict),
+                                   "usage": _usage_row(figures),
                                    **({"worker": owners[(case.key, trial.trial)]}
                                       if (case.key, trial.trial) in owners else {})})
                 summary_rows = [{"trial": t["trial"], "uuid": t["uuid"], "status": t["status"],
@@ -237,14 +261,15 @@ def _write_results(
                 trials_part = {"count": case.trials.count, "verdict": case.trials.verdict_json(),
                                "pass-rate": outcome.rate_row(), "trials": summary_rows}
                 files = _write_one(ctx, temp, binding, case, outcome.verdict, None, now_ms, outcome=outcome,
-                                   trials=trials_part)
+                                   trials=trials_part, figures=accounts.cases[case.key])
                 row_extra: dict[str, Any] = {
                     "attempt-id": None, "superseded": [],
                     "policy": {"count": case.trials.count, "verdict": case.trials.verdict_json()},
                     "pass-rate": outcome.rate_row(), "trials": trials}
             else:
                 only = outcome.trials[0]
-                files = _write_one(ctx, temp, binding, case, outcome.verdict, only.bound, now_ms)
+                files = _write_one(ctx, temp, binding, case, outcome.verdict, only.bound, now_ms,
+                                   figures=accounts.cases[case.key])
                 row_extra = _cell_fields(only.bound, outcome.verdict)
                 if (case.key, 1) in owners:
                     row_extra["worker"] = owners[(case.key, 1)]
@@ -257,12 +282,13 @@ def _write_results(
                 "status": outcome.verdict.status,
                 "reason": outcome.verdict.reason,
                 **row_extra,
+                "usage": _usage_row(accounts.cases[case.key]),
             })
             if (index + 1) % 1000 == 0:
                 ctx.runtime.log(f"exported {index + 1} of {len(outcomes)} cases")
         files_written = []
         for name, data in (("executor.json", canonical_json(allure.executor_document(binding))),
-                           ("environment.properties", allure.environment_properties(binding))):
+                           ("environment.properties", allure.environment_properties(binding, accounts.campaign))):
             write_new(temp / name, data)
             files_written.append({"name": name, "sha256": sha256_bytes(data)})
         fsync_dir(temp)
@@ -274,6 +300,10 @@ def _write_results(
         raise
     fsync_dir(parent)
     return rows, files_written
+
+
+def _usage_row(figures: Mapping[str, usage.Figure]) -> dict[str, Any]:
+    return {name: figure.to_json() for name, figure in figures.items()}
 
 
 def _cell_fields(bound: BoundCell | None, decision: Verdict) -> dict[str, Any]:
@@ -289,7 +319,8 @@ def _cell_fields(bound: BoundCell | None, decision: Verdict) -> dict[str, Any]:
 
 def _write_one(ctx: PhaseContext, temp: Path, binding: allure.Binding, case: Case, decision: Verdict,
                bound: BoundCell | None, now_ms: int, *, trial: int | None = None, outcome: CaseOutcome | None = None,
-               trials: dict[str, Any] | None = None) -> dict[str, Any]:
+               trials: dict[str, Any] | None = None, figures: Mapping[str, usage.Figure] | None = None,
+               ) -> dict[str, Any]:
     """One result and its evidence attachment: a case measured once, a trial, or (``outcome``) a verdict."""
     uuid = ctx.new_uuid()
     # Compact canonical JSON, as Allure's own writers produce: json's C encoder only runs without
@@ -297,10 +328,11 @@ def _write_one(ctx: PhaseContext, temp: Path, binding: allure.Binding, case: Cas
     evidence = canonical_json(allure.evidence_document(binding, case, decision, bound, trial=trial, trials=trials))
     evidence_sha = sha256_bytes(evidence)
     if outcome is not None:
-        result = allure.verdict_result_document(uuid, binding, outcome, evidence_sha256=evidence_sha, now_ms=now_ms)
+        result = allure.verdict_result_document(uuid, binding, outcome, evidence_sha256=evidence_sha, now_ms=now_ms,
+                                                usage=figures)
     else:
         result = allure.result_document(uuid, binding, case, decision, bound, evidence_sha256=evidence_sha,
-                                        now_ms=now_ms, trial=trial)
+                                        now_ms=now_ms, trial=trial, usage=figures)
     result_bytes = canonical_json(result)
     result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
     write_new(temp / attachment_name, evidence)
@@ -321,6 +353,7 @@ def _headline(counts: dict[str, int], results_dir: Path) -> str:
 def _summary(
     rows: list[dict[str, Any]],
     outcomes: dict[str, CaseOutcome],
+    accounts: usage.Accounts,
     selection: Selection,
     digest_given: bool,
     results_dir: Path,
@@ -381,6 +414,7 @@ def _summary(
              outcomes[row["key"]].verdict.message or "every check passed")
             for row in rows
         ]))
+    parts.append(_usage_section(accounts))
     superseded = [(summary.code(o.case.key) if not o.repeated else summary.Markdown(
                        f"{summary.code(o.case.key)} trial {t.trial}"),
                    summary.code(t.bound.cell.attempt_id),
@@ -391,6 +425,27 @@ def _summary(
         parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",
                   summary.table(("case", "chosen attempt", "superseded"), superseded)]
     return "\n".join(parts)
+
+
+def _usage_section(accounts: usage.Accounts) -> str:
+    """Totals per lane and for the campaign, and the cost of the most expensive cases, with coverage."""
+    campaign_cost = accounts.campaign.get(usage.COST, usage.MISSING)
+    if campaign_cost.known == 0 and len(accounts.counters) == 1:
+        return ("\n### Usage\n\nNo cell reported usage: the campaign's cost is **unavailable** (never counted as "
+                "zero). Cells report counters with their coverage (docs/evidence.md, \"Usage and cost\").\n")
+    names = list(accounts.counters)
+    rows: list[tuple[Any, ...]] = [("campaign", *(usage.show(n, accounts.campaign[n]) for n in names))]
+    rows += [(f"{lane} lane", *(usage.show(n, totals[n]) for n in names)) for lane, totals in accounts.lanes.items()]
+    parts = ["\n### Usage\n\nTotals of every admitted attempt (superseded ones included). An unavailable figure is "
+             "never added as zero: a total with one is partial, a lower bound (≥).\n\n",
+             summary.table(("", *names), rows)]
+    costly = sorted(((key, figures[usage.COST]) for key, figures in accounts.cases.items()
+                     if figures[usage.COST].value is not None), key=lambda pair: -(pair[1].value or 0))[:10]
+    if costly:
+        parts += ["\n\nMost expensive cases:\n\n",
+                  summary.table(("case", "cost"), [(summary.code(key), usage.show(usage.COST, figure))
+                                                   for key, figure in costly])]
+    return "".join(parts) + "\n"
 
 
 def _trials_cell(outcome: CaseOutcome) -> str:

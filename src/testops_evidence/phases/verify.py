@@ -22,6 +22,7 @@ from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import attestation
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
+from testops_evidence.evidence.usage import COST, show
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 PUBLICATION = "upload.json"
@@ -56,9 +57,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
     headline = (f"✅ Verified {verified} published results ({statuses}); every case passed." if all_passed else
                 f"❌ Verified {verified} published results ({statuses}): the publication is complete, but not every "
                 "case passed.")
+    cost = receipt.cost_outputs()
     rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
             ("attestation", summary.Markdown(f"{summary.code(statement_path)} (in-toto Statement v1, "
                                              f"{len(statement['subject'])} subjects)")),
+            ("cost", show(COST, receipt.cost())),
             *((name, value) for name, value in facts.items() if not isinstance(value, dict | list))]
     body: str = summary.table(("", ""), rows)
     not_passed = [r for r in receipt.results if r["status"] != "passed"]
@@ -68,7 +71,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
             [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
-                                                   "attestation-predicate-path": str(predicate_path)},
+                                                   "attestation-predicate-path": str(predicate_path), **cost},
                        summary=body, exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED)
 
 

@@ -124,7 +124,7 @@ def build_cell(
     origin: str = "report",
     expected_units: Sequence[str] = (),
     incomplete: str | None = None,
-    usage: Mapping[str, int] | None = None,
+    usage: Mapping[str, Any] | None = None,
     notes: Sequence[str] = (),
     items: str = "test(s)",
 ) -> dict[str, Any]:

@@ -9,8 +9,9 @@ per-unit usage. Epochs and repeats stay separate trials here; :func:`build_cell`
 trial to pass.
 
 Usage is reported with its coverage: a counter is ``reported`` when every unit of the case recorded it,
-``partial`` when some did, ``absent`` when none did. Only ``reported`` counters reach the cell's ``usage``:
-a sum over some of the units would understate what the case used.
+``partial`` when some did, ``absent`` when none did. The cell's ``usage`` says so: a reported counter is
+an integer, a partial one ``{"value": <sum of the units that recorded it>, "coverage": "partial"}`` (a
+lower bound), an absent one ``{"coverage": "unavailable"}`` — never a zero.
 """
 
 from __future__ import annotations
@@ -61,9 +62,22 @@ class UsageReport:
         return PARTIAL if count else ABSENT
 
     def complete(self) -> dict[str, int]:
-        """The counters every unit recorded: what the cell's ``usage`` may say."""
+        """The counters every unit recorded."""
         return {name: min(value, COUNTER_MAX) for name, value in sorted(self.totals.items())
                 if self.coverage(name) == REPORTED}
+
+    def figures(self) -> dict[str, Any]:
+        """The cell's ``usage``: every counter with its coverage (docs/evidence.md, "Usage and cost")."""
+        out: dict[str, Any] = {}
+        for name, value in sorted(self.totals.items()):
+            coverage = self.coverage(name)
+            if coverage == REPORTED:
+                out[name] = min(value, COUNTER_MAX)
+            elif coverage == PARTIAL:
+                out[name] = {"value": min(value, COUNTER_MAX), "coverage": "partial"}
+            else:
+                out[name] = {"coverage": "unavailable"}
+        return out
 
     def incomplete(self) -> list[str]:
         return sorted(name for name in self.totals if self.coverage(name) == PARTIAL)
@@ -104,7 +118,7 @@ def usage_note(report: UsageReport) -> list[str]:
     missing = report.incomplete()
     if not missing:
         return []
-    return [f"usage not recorded by every unit, left out: {', '.join(missing)}"]
+    return [f"usage not recorded by every unit, partial (a lower bound): {', '.join(missing)}"]
 
 
 # --- strict JSON -----------------------------------------------------------------------------------------
@@ -267,7 +281,7 @@ def framework_cell(case: Case, runs: Sequence[tuple[str, FrameworkRun]], outcome
         return build_cell(case, outcomes, **common, incomplete=why)
     report = run.usage(case.key)
     return build_cell(case, [*outcomes, *run.outcomes], **common, expected_units=run.expected_units(case.key),
-                      incomplete=run.incomplete, usage=report.complete(),
+                      incomplete=run.incomplete, usage=report.figures(),
                       notes=[*run.notes, *usage_note(report)], items=run.items)
 
 

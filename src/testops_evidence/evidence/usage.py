@@ -1,0 +1,147 @@
+"""Usage and cost with their coverage: what a cell reports, and totals per case, lane and campaign.
+
+A cell reports each usage counter either as a plain integer (``reported``: the figure a provider or the
+harness measured) or as ``{"value": n, "coverage": "estimated" | "partial"}`` (``estimated``: computed,
+for example tokens times a price list; ``partial``: a lower bound, some calls were not counted), or as
+``{"coverage": "unavailable"}`` (the harness knows the counter but has no figure). Only the allow-listed
+counters (:data:`cells.USAGE_ALLOWED`) reach published evidence.
+
+A total never adds an unavailable figure as zero. Over the figures it sums — one per counter per trial,
+every admitted attempt of it included (a superseded attempt was paid for too), a trial without an admitted
+cell counting as unavailable — a total is
+
+* ``unavailable`` (no value) when no figure has a value;
+* ``partial`` (its value a lower bound) when any figure is unavailable or partial;
+* ``estimated`` when any figure is estimated;
+* ``reported`` when every figure was reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+REPORTED, ESTIMATED, PARTIAL, UNAVAILABLE = "reported", "estimated", "partial", "unavailable"
+COVERAGES = (REPORTED, ESTIMATED, PARTIAL, UNAVAILABLE)
+COST = "cost-nanodollars"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One counter's figure: its value (None: unavailable) and its coverage."""
+
+    value: int | None
+    coverage: str
+    figures: int = 1  # how many figures a total was made of
+    known: int = 1  # how many of them had a value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "coverage": self.coverage}
+
+    def to_total_json(self) -> dict[str, Any]:
+        return {"value": self.value, "coverage": self.coverage, "figures": self.figures, "known": self.known}
+
+
+MISSING = Figure(None, UNAVAILABLE, 1, 0)
+
+
+def parse(raw: Any) -> Figure:
+    """A schema-valid counter of a cell's ``usage``."""
+    if isinstance(raw, int):
+        return Figure(raw, REPORTED)
+    coverage = str(raw["coverage"])
+    if coverage == UNAVAILABLE:
+        return MISSING
+    return Figure(int(raw["value"]), coverage)
+
+
+def cell_figures(document: Mapping[str, Any], allowed: Sequence[str]) -> dict[str, Figure]:
+    """The allow-listed counters a cell reports."""
+    raw = document.get("usage") or {}
+    return {name: parse(raw[name]) for name in allowed if name in raw}
+
+
+def total(figures: Iterable[Figure]) -> Figure:
+    """The sum of ``figures`` with its coverage (see the module docstring)."""
+    value = 0
+    count = known = 0
+    coverages: set[str] = set()
+    for figure in figures:
+        count += figure.figures
+        known += figure.known
+        coverages.add(figure.coverage)
+        if figure.value is not None:
+            value += figure.value
+    if count == 0 or known == 0:
+        return Figure(None, UNAVAILABLE, count, 0)
+    if UNAVAILABLE in coverages or PARTIAL in coverages or known < count:
+        coverage = PARTIAL
+    elif ESTIMATED in coverages:
+        coverage = ESTIMATED
+    else:
+        coverage = REPORTED
+    return Figure(value, coverage, count, known)
+
+
+def totals(items: Iterable[Mapping[str, Figure] | None], counters: Sequence[str]) -> dict[str, Figure]:
+    """Per counter, the total over ``items`` (one per trial attempt; None: a trial with no admitted cell)."""
+    rows = list(items)
+    return {name: total((item.get(name, MISSING) if item is not None else MISSING) for item in rows)
+            for name in counters}
+
+
+def money(nanodollars: int) -> str:
+    """Nanodollars as dollars: ``$0.0612``, ``$12.34``, ``$1,234.50``."""
+    dollars = nanodollars / 1_000_000_000
+    if dollars and dollars < 1:
+        return f"${dollars:.4f}"
+    return f"${dollars:,.2f}"
+
+
+def show(name: str, figure: Figure) -> str:
+    """A figure as the summary shows it: value (coverage), never a zero for unavailable."""
+    if figure.value is None:
+        return "unavailable"
+    text = money(figure.value) if name == COST else f"{figure.value:,}"
+    if figure.coverage == PARTIAL:
+        share = f": {figure.known} of {figure.figures} figures" if figure.known < figure.figures else ""
+        return f"≥ {text} (partial{share})"
+    return text if figure.coverage == REPORTED else f"{text} ({figure.coverage})"
+
+
+Item = Mapping[str, Figure] | None  # one admitted attempt's figures; None: a trial without an admitted cell
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """Usage totals of one export: per trial, per case, per lane and for the campaign."""
+
+    counters: tuple[str, ...]
+    trials: Mapping[tuple[str, int], Mapping[str, Figure]]
+    cases: Mapping[str, Mapping[str, Figure]]
+    lanes: Mapping[str, Mapping[str, Figure]]
+    campaign: Mapping[str, Figure]
+
+    def receipt_block(self) -> dict[str, Any]:
+        return {"counters": list(self.counters),
+                "campaign": {name: figure.to_total_json() for name, figure in self.campaign.items()},
+                "lanes": {lane: {name: figure.to_total_json() for name, figure in totals_.items()}
+                          for lane, totals_ in self.lanes.items()}}
+
+
+def account(units: Iterable[tuple[str, str, int, Sequence[Item]]], allowed: Sequence[str]) -> Accounts:
+    """Totals of every counter any cell mentions (and always the cost) over ``units``: (case key, lane,
+    trial, the figures of each admitted attempt of that trial — ``[None]`` when none was admitted)."""
+    rows = list(units)
+    seen = {name for *_, items in rows for item in items if item is not None for name in item}
+    counters = tuple(name for name in allowed if name in seen or name == COST)
+    trials = {(key, trial): totals(items, counters) for key, _lane, trial, items in rows}
+    by_case: dict[str, list[Item]] = {}
+    by_lane: dict[str, list[Item]] = {}
+    for key, lane, _trial, items in rows:
+        by_case.setdefault(key, []).extend(items)
+        by_lane.setdefault(lane, []).extend(items)
+    return Accounts(counters, trials, {key: totals(items, counters) for key, items in by_case.items()},
+                    {lane: totals(items, counters) for lane, items in by_lane.items()},
+                    totals([item for *_, items in rows for item in items], counters))
