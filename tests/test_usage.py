@@ -36,8 +36,11 @@ def test_a_total_takes_the_weakest_coverage_and_never_adds_unavailable_as_zero(
 def test_a_total_of_totals_keeps_how_many_figures_were_known() -> None:
     lane = total([total([Figure(1, "reported"), MISSING]), total([Figure(2, "reported")])])
     assert (lane.value, lane.coverage, lane.known, lane.figures) == (3, P, 2, 3)
-    assert show("cost-nanodollars", lane) == "≥ $0.0000 (partial: 2 of 3 figures)"
-    assert show("cost-nanodollars", Figure(61_230_000, E)) == "$0.0612 (estimated)"
+    assert show("cost-nanodollars", lane) == "≥ $0.000000003 (partial: 2 of 3 figures)"
+    assert show("cost-nanodollars", Figure(61_230_000, E)) == "$0.06123 (estimated)"
+    assert show("cost-nanodollars", Figure(100_000_000, E)) == "$0.1000 (estimated)"
+    assert show("cost-nanodollars", Figure(12_340_000_000, "reported")) == "$12.34"
+    assert show("cost-nanodollars", Figure(0, "reported")) == "$0.00"
     assert show("input-tokens", Figure(18_234, "reported")) == "18,234"
     assert show("input-tokens", MISSING) == "unavailable"
 

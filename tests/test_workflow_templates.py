@@ -218,14 +218,16 @@ def write_selection(workdir: Path, cases: list[dict[str, Any]]) -> None:
 
 
 def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, str],
-             path: str | None = None) -> subprocess.CompletedProcess[str]:
+             path: str | None = None, **matrix: Any) -> subprocess.CompletedProcess[str]:
     step = load("campaign.yml")["jobs"]["native"]["steps"]
     env_spec = next(s for s in step if s.get("name") == "run the cases")["env"]
     env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
            "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"],
            "SELECTION_SHA256": "5e1ec7" + "0" * 58, "STATE_DIR": str(workdir / "state"),
-           "WORKER_JOB": "native-alpha"}
+           "WORKER_JOB": "native-alpha",
+           # toJSON of a matrix field the row does not have is "null"
+           "CASE_TRIALS": json.dumps(matrix.get("trials")), "CASE_BUDGET": json.dumps(matrix.get("budget"))}
     return subprocess.run(["bash", "-c", case_loop_script()], cwd=workdir, env=env, capture_output=True,
                           text=True, check=False)
 
@@ -415,3 +417,23 @@ def test_local_reaches_every_phase_that_binds_a_run_context_and_keeps_the_testop
             if token is not None:  # a local run never hands TestOps a token
                 assert token == "${{ !inputs.local && secrets.testops-token || '' }}", (job_id, mode)
     assert seen == binding
+
+
+def test_case_loop_runs_each_trial_and_stops_when_the_jobs_budget_share_is_spent(tmp_path: Path) -> None:
+    """Issue 16: each trial gets its ordinal, its own cell path and what it may still spend; once the job's
+    share of the campaign cap is spent the next trial is not started, with a warning (export records it)."""
+    row = {**case("alpha", []), "trials": {"count": 3, "verdict": "all", "jobs": "per-case"}}
+    write_selection(tmp_path, [row])
+    command = ('python3 -c "import json,os; json.dump({\'trial\': int(os.environ[\'TESTOPS_EVIDENCE_TRIAL\']), '
+               '\'budget\': json.loads(os.environ[\'TESTOPS_EVIDENCE_BUDGET\']), '
+               '\'usage\': {\'cost-nanodollars\': {\'value\': 70, \'coverage\': \'estimated\'}}}, '
+               'open(os.environ[\'TESTOPS_EVIDENCE_CELL_RESULT\'], \'w\'))"')
+    done = run_loop(tmp_path, ["alpha"], command, {}, trials=[[1, 2, 3]],
+                    budget={"job": {"cost-nanodollars": 120}, "trial": {"cost-nanodollars": 80}})
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = tmp_path / "testops-evidence-cells" / "alpha"
+    first, second = (json.loads((cells / f"trial-{n}.json").read_text()) for n in (1, 2))
+    assert (first["trial"], first["budget"]) == (1, {"cost-nanodollars": 80})  # the per-trial cap is smaller
+    assert (second["trial"], second["budget"]) == (2, {"cost-nanodollars": 50})  # 120 - 70 left of the share
+    assert not (cells / "trial-3.json").exists()  # 140 of 120 spent: not started
+    assert "::warning title=budget.exhausted::alpha trial 3 of 3 not run" in done.stdout

@@ -263,6 +263,18 @@ class RemotePolicy:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """Caps on usage counters: for the campaign (shared out between the worker jobs) and for each trial."""
+
+    campaign: Mapping[str, int] = field(default_factory=dict)
+    trial: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return tuple(sorted({*self.campaign, *self.trial}))
+
+
+@dataclass(frozen=True)
 class Contract:
     campaign: str
     trust: Trust
@@ -278,6 +290,7 @@ class Contract:
     # SHA-256 of the file's exact bytes (None when the contract did not come from a file): select records
     # it in the selection, so a worker binds its contract file by hashing it instead of parsing it.
     file_sha256: str | None = None
+    budget: Budget | None = None
 
     def case(self, key: str) -> Case:
         try:
@@ -478,6 +491,8 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
         document=document,
         _by_key={c.key: c for c in cases},
         file_sha256=file_sha256,
+        budget=None if "budget" not in document else Budget(dict(document["budget"].get("campaign", {})),
+                                                             dict(document["budget"].get("trial", {}))),
     )
 
 

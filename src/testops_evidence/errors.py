@@ -268,6 +268,16 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "agent (docs/security.md), and run the campaign again.",
               cause="A process of the agent under test that outlived its step and used the runtime token of a "
                     "later step to upload, replace or delete another worker's artifact."),
+        _spec("budget.exhausted", _U, "a trial was not run because its worker job had spent the "
+              "share of the campaign budget the plan gave it; export records it as broken",
+              "Raise the contract's budget.campaign cap, or re-run the cases that did not pass with rerun-from "
+              "(docs/evidence.md, \"Budgets\").",
+              cause="Trials before it in the same job cost more than the job's share of the cap.", scope=SCOPE_CASE),
+        _spec("budget.exceeded", _U, "a trial used more than the contract's per-trial budget; it "
+              "is recorded as broken",
+              "Make the harness stop the agent at the TESTOPS_EVIDENCE_BUDGET it is given, or raise budget.trial.",
+              cause="An agent that kept calling the model past the cap, or a harness that ignores the budget.",
+              scope=SCOPE_CASE),
         # --- export --------------------------------------------------------------------------------
         # A cell proven to be of this selection and from the worker that owns its case can only be wrong
         # about its own case: its defects make that case broken (scope "case"). A cell whose selection,

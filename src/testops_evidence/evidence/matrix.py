@@ -24,6 +24,9 @@ Matrix rows (keys are kebab-case; read them as ``matrix['timeout-minutes']`` or 
 * a shard: ``job`` (``<lane>-shard-<n>``), ``shard`` (1-based), ``shards``, ``keys`` (the cases it runs,
   in order), ``lane``, ``credentials`` (union, sorted), ``timeout-minutes`` (sum).
 
+With a contract ``budget`` every row also has ``budget``: ``job`` (its share of each campaign cap, in
+proportion to the trials it runs) and ``trial`` (the cap of each trial) — evidence/budget.py.
+
 A row that runs a case measured more than once also has ``trials``: a list parallel to ``keys`` with
 the trial ordinals the job runs for each key (a row without ``trials`` runs trial 1 of each key), and
 ``label``, a human name for the job (``get-task-context trial 2 of 5``). Every row has ``job``,
@@ -45,7 +48,7 @@ from math import ceil
 from typing import Any
 
 from testops_evidence.actions import format_output_value
-from testops_evidence.contract import Case
+from testops_evidence.contract import Budget, Case
 from testops_evidence.errors import Refusal
 
 LANES = ("native", "external")
@@ -220,7 +223,7 @@ def shard_rows(members: Sequence[Piece] | Sequence[Case], lane: str,
 
 
 def plan_matrices(cases: Sequence[Case], lanes: Mapping[str, int], *,
-                  max_jobs: int = MAX_MATRIX_JOBS) -> MatrixPlan:
+                  max_jobs: int = MAX_MATRIX_JOBS, budget: Budget | None = None) -> MatrixPlan:
     """Partition ``cases`` (plan order kept) into the lanes; a lane with more than ``max_jobs`` pieces (a
     trial, or the trials of a ``per-case`` case) is packed into shards.
 
@@ -235,7 +238,23 @@ def plan_matrices(cases: Sequence[Case], lanes: Mapping[str, int], *,
         rows = shard_rows(parts, name, max_jobs) if sharded else [case_row(p.case, p.trials) for p in parts]
         result[name] = LaneMatrix(lane=name, include=tuple(rows), max_parallel=int(lanes.get(name, 1)),
                                   case_count=len(members), sharded=sharded)
+    if budget is not None:
+        total = sum(case.trials.count for case in cases)
+        for lane in result.values():
+            for row in lane.include:
+                row["budget"] = budget_row(budget, len(units_of(row)), total)
     return MatrixPlan(result)
+
+
+def budget_row(budget: Budget, units: int, total: int) -> dict[str, dict[str, int]]:
+    """A job's ``budget``: its share of each campaign cap (``job``: in proportion to the trials it runs, rounded
+    down) and the cap of each trial (``trial``)."""
+    row: dict[str, dict[str, int]] = {}
+    if budget.campaign:
+        row["job"] = {name: cap * units // total for name, cap in sorted(budget.campaign.items())}
+    if budget.trial:
+        row["trial"] = dict(sorted(budget.trial.items()))
+    return row
 
 
 @dataclass(frozen=True)

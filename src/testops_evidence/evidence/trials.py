@@ -128,14 +128,22 @@ def _ordinals(trials: list[TrialOutcome]) -> str:
     return ", ".join(str(t.trial) for t in trials)
 
 
-def case_outcome(case: Case, bound: Mapping[tuple[str, int], BoundCell]) -> CaseOutcome:
-    """The outcome of ``case`` from the bound cells of its trials (a missing trial is broken)."""
+def case_outcome(case: Case, bound: Mapping[tuple[str, int], BoundCell],
+                 judged: Mapping[tuple[str, int], Verdict] | None = None) -> CaseOutcome:
+    """The outcome of ``case`` from the bound cells of its trials (a missing trial is broken); ``judged``
+    replaces the verdict of a trial (a budget stop, a trial over its cap)."""
     count = case.trials.count
+
+    def trial_verdict(n: int) -> Verdict:
+        replaced = (judged or {}).get((case.key, n))
+        if replaced is not None:
+            return replaced
+        return verdict(bound.get((case.key, n)), case, n if count > 1 else None)
+
     if count == 1:
-        one = verdict(bound.get((case.key, 1)), case)
+        one = trial_verdict(1)
         return CaseOutcome(case, (TrialOutcome(1, bound.get((case.key, 1)), one),), one)
-    trials = tuple(TrialOutcome(n, bound.get((case.key, n)), verdict(bound.get((case.key, n)), case, n))
-                   for n in range(1, count + 1))
+    trials = tuple(TrialOutcome(n, bound.get((case.key, n)), trial_verdict(n)) for n in range(1, count + 1))
     required = case.trials.required
     status = policy_status(required, [t.verdict.status for t in trials])
     failed = [t for t in trials if t.verdict.status == "failed"]

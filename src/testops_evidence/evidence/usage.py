@@ -92,11 +92,11 @@ def totals(items: Iterable[Mapping[str, Figure] | None], counters: Sequence[str]
 
 
 def money(nanodollars: int) -> str:
-    """Nanodollars as dollars: ``$0.0612``, ``$12.34``, ``$1,234.50``."""
-    dollars = nanodollars / 1_000_000_000
-    if dollars and dollars < 1:
-        return f"${dollars:.4f}"
-    return f"${dollars:,.2f}"
+    """Nanodollars as dollars, exactly below a dollar: ``$0.06123``, ``$0.00000015``, ``$12.34``, ``$1,234.50``."""
+    if 0 < nanodollars < 1_000_000_000:
+        digits = f"{nanodollars:09d}".rstrip("0")
+        return "$0." + digits.ljust(4, "0")
+    return f"${nanodollars / 1_000_000_000:,.2f}"
 
 
 def show(name: str, figure: Figure) -> str:

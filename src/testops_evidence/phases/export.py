@@ -23,6 +23,7 @@ from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
+from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
 from testops_evidence.evidence.matrix import Unit, plan_matrices
@@ -89,9 +90,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
         selection_sha256=selection.digest, head_sha=context.head_sha, profile=selection.document["profile"],
         selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
         owners=workers.owners if workers is not None else None))
-    outcomes = {case.key: case_outcome(case, bound) for case in cases}
-    accounts = usage.account(((o.case.key, o.case.lane, t.trial, _attempt_figures(t.bound))
-                              for o in outcomes.values() for t in o.trials), USAGE_ALLOWED)
+    accounts = usage.account(((case.key, case.lane, n, _attempt_figures(bound.get((case.key, n))))
+                              for case in cases for n in range(1, case.trials.count + 1)), USAGE_ALLOWED)
+    judgement = _judge_budget(contract, cases, bound, accounts)
+    outcomes = {case.key: case_outcome(case, bound, judgement.verdicts if judgement else None) for case in cases}
 
     binding = allure.Binding(
         campaign=contract.campaign,
@@ -130,6 +132,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         **({"trial-counts": trial_row} if repeated else {}),
         "files": written,
         "usage": accounts.receipt_block(),
+        **({"budget": _budget_block(contract.budget, judgement)} if judgement is not None else {}),
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
@@ -166,7 +169,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "all-passed": all_passed,
             **cost_outputs(accounts.campaign.get(usage.COST)),
         },
-        summary=_summary(rows, outcomes, accounts, selection, digest_given, results_dir, receipt_path, workers,
+        summary=_summary(rows, outcomes, accounts, judgement, selection, digest_given, results_dir, receipt_path, workers,
                          present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
@@ -206,9 +209,29 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
     prefix = ctx.settings.string("artifact-prefix")
     if prefix is None:
         return None
-    plan = plan_matrices(cases, contract.lanes)
+    plan = plan_matrices(cases, contract.lanes, budget=contract.budget)
     collected = ctx.state.read_receipt(COLLECTED) if ctx.state.has(COLLECTED) else None
     return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs(), collected if isinstance(collected, dict) else None)
+
+
+def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell],
+                  accounts: usage.Accounts) -> Judgement | None:
+    """The budget re-checked from the admitted cells (evidence/budget.py); None without a budget."""
+    if contract.budget is None:
+        return None
+    plan = plan_matrices(cases, contract.lanes, budget=contract.budget)
+    counters = tuple(sorted({*accounts.counters, *contract.budget.counters}))
+    figures = {(case.key, n): usage.totals(_attempt_figures(bound.get((case.key, n))), counters)
+               for case in cases for n in range(1, case.trials.count + 1)}
+    admitted = {unit for unit, b in bound.items() if b.cell is not None}
+    return judge(contract.budget, plan, figures, set(bound), admitted, {c.key: c.trials.count for c in cases})
+
+
+def _budget_block(budget: Any, judgement: Judgement) -> dict[str, Any]:
+    return {"campaign": dict(budget.campaign), "trial": dict(budget.trial),
+            "not-run": [{"key": key, "trial": n} for key, n in judgement.codes(EXHAUSTED)],
+            "over-cap": [{"key": key, "trial": n} for key, n in judgement.codes(EXCEEDED)],
+            "jobs-over-share": [spend.job for spend in judgement.jobs if spend.over]}
 
 
 def _attempt_figures(bound: BoundCell | None) -> list[usage.Item]:
@@ -354,6 +377,7 @@ def _summary(
     rows: list[dict[str, Any]],
     outcomes: dict[str, CaseOutcome],
     accounts: usage.Accounts,
+    judgement: Judgement | None,
     selection: Selection,
     digest_given: bool,
     results_dir: Path,
@@ -415,6 +439,8 @@ def _summary(
             for row in rows
         ]))
     parts.append(_usage_section(accounts))
+    if judgement is not None:
+        parts.append(_budget_section(judgement))
     superseded = [(summary.code(o.case.key) if not o.repeated else summary.Markdown(
                        f"{summary.code(o.case.key)} trial {t.trial}"),
                    summary.code(t.bound.cell.attempt_id),
@@ -446,6 +472,28 @@ def _usage_section(accounts: usage.Accounts) -> str:
                   summary.table(("case", "cost"), [(summary.code(key), usage.show(usage.COST, figure))
                                                    for key, figure in costly])]
     return "".join(parts) + "\n"
+
+
+def _budget_section(judgement: Judgement) -> str:
+    stopped, over = judgement.codes(EXHAUSTED), judgement.codes(EXCEEDED)
+    lines = ["\n### Budget\n\n"]
+    if not stopped and not over:
+        lines.append("Every trial ran within the contract's budget.\n")
+    if stopped:
+        lines.append(f"**{len(stopped)} trial(s) not run** (`budget.exhausted`: their worker job had spent its share "
+                     "of the campaign cap), exported as broken: "
+                     + ", ".join(summary.code(f"{key}#{n}") for key, n in stopped[:50]) + ".\n")
+    if over:
+        lines.append(f"{chr(10) if stopped else ''}**{len(over)} trial(s) over the per-trial cap** (`budget.exceeded`), exported as broken: "
+                     + ", ".join(summary.code(f"{key}#{n}") for key, n in over[:50]) + ".\n")
+    jobs = [spend for spend in judgement.jobs if spend.allowance]
+    if jobs:
+        lines.append("\n" + summary.table(("job", "share of the campaign cap", "spent (verified)", "not run"), [
+            (summary.code(spend.job), ", ".join(f"{name} {cap:,}" for name, cap in spend.allowance.items()),
+             ", ".join(f"{name} {spend.spent[name]:,}" + (" (over)" if name in spend.over else "")
+                       for name in spend.allowance), len(spend.stopped))
+            for spend in jobs], limit=50))
+    return "".join(lines)
 
 
 def _trials_cell(outcome: CaseOutcome) -> str:

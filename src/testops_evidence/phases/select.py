@@ -67,7 +67,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                    testops=outcome.testops)
         data = selection_bytes(document)
         digest = sha256_bytes(data)
-        plan = plan_matrices(outcome.cases, contract.lanes)
+        plan = plan_matrices(outcome.cases, contract.lanes, budget=contract.budget)
         path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)
         outputs: dict[str, Any] = {
             "selection-path": str(path),

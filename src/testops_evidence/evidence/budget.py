@@ -1,0 +1,96 @@
+"""Budgets: caps on usage counters, kept by the worker jobs and re-checked by export.
+
+A campaign-wide running total cannot be known while worker jobs run in parallel: none of them sees the
+others' cells until export. So a campaign cap (``budget.campaign``) is **divided between the worker jobs**
+by the matrix plan, in proportion to the trials each runs (rounded down): the row's ``budget.job``. A job
+keeps its own running total — the usage its own cells report, in the order the plan gives its trials —
+and refuses to start a trial once any capped counter has reached its share; every trial is told what it
+may still spend (``TESTOPS_EVIDENCE_BUDGET``: per counter, the smaller of the job's remainder and the
+per-trial cap). A per-trial cap (``budget.trial``) bounds each trial.
+
+Export recomputes the same arithmetic from the cells it admitted (the *verified* running total): a trial
+without a cell whose job had spent its share before it is **broken** with ``budget.exhausted``, never
+skipped; a trial whose admitted usage is above the per-trial cap is broken with ``budget.exceeded``. A
+trial that did leave a cell is judged on it even if its job was over its share (its spend is reported).
+
+A budget binds what cells report: a figure that is unavailable counts as nothing spent, and an agent
+that controls its worker can under-report. Coverage is shown beside every total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, field
+
+from testops_evidence.contract import Budget
+from testops_evidence.evidence.cells import Verdict
+from testops_evidence.evidence.matrix import MatrixPlan, Unit, budget_row
+from testops_evidence.evidence.usage import Figure
+
+EXHAUSTED = "budget.exhausted"
+EXCEEDED = "budget.exceeded"
+REASON = "budget"
+
+
+@dataclass
+class JobSpend:
+    """One worker job's share of the campaign caps, what its trials spent, and what it did not run."""
+
+    job: str
+    allowance: Mapping[str, int]
+    spent: dict[str, int] = field(default_factory=dict)
+    stopped: list[Unit] = field(default_factory=list)
+
+    @property
+    def over(self) -> list[str]:
+        return [name for name, cap in self.allowance.items() if self.spent.get(name, 0) > cap]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the budget made of the trials: verdicts that replace their cells' and each job's spend."""
+
+    verdicts: Mapping[Unit, Verdict]
+    jobs: tuple[JobSpend, ...]
+
+    def codes(self, code: str) -> list[Unit]:
+        return [unit for unit, verdict in self.verdicts.items() if verdict.code == code]
+
+
+def _what(unit: Unit, trials: int) -> str:
+    return f"case {unit[0]!r}" if trials == 1 else f"trial {unit[1]} of {trials} of case {unit[0]!r}"
+
+
+def judge(budget: Budget, plan: MatrixPlan, figures: Mapping[Unit, Mapping[str, Figure]],
+          recorded: Container[Unit], admitted: Container[Unit], counts: Mapping[str, int]) -> Judgement:
+    """Re-check the budget over the plan's jobs (module docstring). ``figures``: each unit's usage totals;
+    ``recorded``: units with any cell (admitted or rejected); ``admitted``: units with an admitted cell;
+    ``counts``: case key -> its trials count (for messages)."""
+    verdicts: dict[Unit, Verdict] = {}
+    jobs: list[JobSpend] = []
+    for job, units in plan.jobs().items():
+        allowance = budget_row(budget, len(units), sum(counts.values())).get("job", {})
+        spend = JobSpend(job, allowance, {name: 0 for name in allowance})
+        for unit in units:
+            what = _what(unit, counts[unit[0]])
+            exhausted = [name for name, cap in allowance.items() if spend.spent[name] >= cap]
+            if unit not in recorded and exhausted:
+                spend.stopped.append(unit)
+                detail = ", ".join(f"{name} {spend.spent[name]:,} of its {allowance[name]:,}" for name in exhausted)
+                verdicts[unit] = Verdict("broken", REASON, f"Not run: worker job {job!r} had spent its share of the "
+                                         f"campaign budget before {what} ({detail}), so the trial was not started. "
+                                         "It is not verified by this run.", code=EXHAUSTED)
+            unit_figures = figures.get(unit, {})
+            for name in allowance:
+                value = unit_figures[name].value if name in unit_figures else None
+                spend.spent[name] += value or 0
+            over = [(name, unit_figures[name], cap) for name, cap in budget.trial.items()
+                    if name in unit_figures and (unit_figures[name].value or 0) > cap]
+            if unit in admitted and over:
+                detail = ", ".join(f"{name} {figure.value:,} ({figure.coverage}) over its cap {cap:,}"
+                                   for name, figure, cap in over)
+                verdicts[unit] = Verdict("broken", REASON, f"Over budget: {what} used {detail} (budget.trial); its "
+                                         "result is not admitted as a measurement within the contract's budget.",
+                                         code=EXCEEDED)
+        jobs.append(spend)
+    return Judgement(verdicts, tuple(jobs))
