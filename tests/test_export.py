@@ -79,7 +79,7 @@ def test_export_writes_one_result_per_selected_case_with_status_and_receipt(tmp_
         "results-dir": str(results_dir), "receipt-path": f"{results_dir}-receipt.json",
         "receipt-sha256": receipt_sha256,
         "passed-count": "1", "failed-count": "1", "broken-count": "1", "all-passed": "false",
-        "cost-nanodollars": "", "cost-coverage": "unavailable",
+        "cost-nanodollars": "", "cost-coverage": "unavailable", "comparison": "", "regressions": "[]",
     }
     results = results_by_key(results_dir)
     assert {k: v["status"] for k, v in results.items()} == {

@@ -224,6 +224,18 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("selection.not_planned", _I, "a requested case is not in the plan this selection narrows",
               "Request only cases of the launched plan, or add the case to the plan (bootstrap) and launch again.",
               cause="`cases:` names a case the TestOps plan does not contain."),
+        _spec("selection.rerun_digest", _I, "the receipt given to rerun-from does not hash to rerun-from-sha256",
+              "Give rerun-from-sha256 exactly as the earlier export printed receipt-sha256, and the receipt that "
+              "export wrote, unchanged.",
+              cause="A receipt of another run or attempt, an edited receipt, or a digest copied from another export."),
+        _spec("selection.rerun_from", _U, "the receipt given to rerun-from cannot be re-run here",
+              "Re-run from a receipt of an earlier run of this campaign, repository and profile (the refusal "
+              "names what differs).",
+              cause="A receipt of another campaign, profile or repository, of this very run, or whose failed cases "
+                    "left the contract."),
+        _spec("selection.baseline", _I, "the baseline receipt recorded in the selection is missing or changed",
+              "Keep the baseline file select wrote beside the selection in the same artifact, unchanged.",
+              cause="A selection artifact uploaded without its baseline file, or a baseline file edited on the way."),
         _spec("selection.catalog", _U, "the catalog is invalid or has no entry for a selected case",
               "Add an entry for every selected case to the catalog file the refusal names, or drop `catalog:`.",
               cause="A catalog that predates new contract cases, or a catalog that is not a JSON object."),

@@ -113,6 +113,14 @@ INPUTS: tuple[InputSpec, ...] = (
               "", ("select",)),
     InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
               ("select",), kind="path"),
+    InputSpec("rerun-from", "select: re-run what did not pass: an earlier export receipt (a file, a directory "
+              "holding it, or `run:<run id>` for the receipt in that run's artifacts); selects only its cases that "
+              "did not pass, as a new campaign of this run.", "", ("select",)),
+    InputSpec("rerun-from-sha256", "select: the SHA-256 of the receipt to re-run (the earlier export's "
+              "receipt-sha256, shown in its summary); required with rerun-from.", "", ("select",)),
+    InputSpec("compare-with", "select: the baseline the export and verify summaries compare with: `previous` "
+              "(the receipt in the report artifact of the newest earlier run of this workflow on this branch), "
+              "a receipt file, or empty for none.", "", ("select",)),
     InputSpec("selection-path", "select / verify-selection / export / upload / verify: the selection file; cell: "
               "the verified selection to bind the cell result to (optional).",
               "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "upload",
@@ -124,11 +132,13 @@ INPUTS: tuple[InputSpec, ...] = (
     # --- export / upload / verify
     InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
               "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
-    InputSpec("artifact-prefix", "export / collect-cells: the campaign's artifact prefix. export: when set, "
+    InputSpec("artifact-prefix", "export / collect-cells / select: the campaign's artifact prefix. select: the "
+              "prefix of the artifacts rerun-from and compare-with look for (default `testops-evidence`). export: "
+              "when set, "
               "`cell-results` holds one directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` "
               "(download-artifact without merge-multiple), and a cell is accepted only from the worker job the "
               "matrix plan assigned its case to (empty: the cells are read as one trust domain); collect-cells: "
-              "worker jobs are named `<prefix> <job>`.", "", ("collect-cells", "export")),
+              "worker jobs are named `<prefix> <job>`.", "", ("collect-cells", "export", "select")),
     InputSpec("results-dir", "export / upload: the allure-results directory.", "allure-results",
               ("export", "upload"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
@@ -267,6 +277,12 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "empty when no cell reported one. A lower bound when cost-coverage is partial.", ("export", "verify")),
     OutputSpec("cost-coverage", "export / verify: how complete cost-nanodollars is: reported, estimated, partial "
                "(a lower bound: some figures were unavailable) or unavailable.", ("export", "verify")),
+    OutputSpec("comparison", "export / verify: the comparison with the previous campaign (compare-with): "
+               "`compared`, `not-comparable` (another contract or profile), `no-baseline`, or empty.",
+               ("export", "verify")),
+    OutputSpec("regressions", "export / verify: the regressions against the baseline, a JSON array of "
+               "{key, kind (newly-failing or pass-rate-drop), baseline, current}; `[]` when none or not compared.",
+               ("export", "verify")),
     OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
     OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
     OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),

@@ -74,6 +74,13 @@ class Receipt:
         cost = self.cost()
         return {"cost-nanodollars": "" if cost.value is None else cost.value, "cost-coverage": cost.coverage}
 
+    def comparison_outputs(self) -> dict[str, Any]:
+        """``comparison`` and ``regressions`` as export output them, from the receipt."""
+        block = self.document.get("comparison")
+        if not isinstance(block, Mapping):
+            return {"comparison": "", "regressions": []}
+        return {"comparison": block["state"], "regressions": list(block["regressions"])}
+
     def published_rows(self) -> list[Mapping[str, Any]]:
         """Every published result's row: each case's row, and before it the rows of its trials (a case
         measured several times publishes one result per trial and its verdict result)."""

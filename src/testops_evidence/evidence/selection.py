@@ -35,7 +35,7 @@ from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_byt
 SCHEMA_ID = "testops-evidence/selection/v1"
 # A 10,000-case selection is about 3 MB; the cap bounds what a worker reads from an artifact.
 SELECTION_LIMIT = 64 * 1024 * 1024
-SOURCES = ("job-run", "standing-plan", "contract", "cases")
+SOURCES = ("job-run", "standing-plan", "contract", "cases", "rerun")
 _SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
@@ -82,6 +82,9 @@ def build_selection(
     backend: str,
     source: str,
     testops: TestOpsBinding | None = None,
+    rerun_of: Mapping[str, Any] | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    compared: bool = False,
 ) -> dict[str, Any]:
     """The selection document for ``cases`` (in the given order). Raises ``selection.empty`` if none."""
     if source not in SOURCES:
@@ -107,6 +110,10 @@ def build_selection(
     }
     if contract.file_sha256 is not None:
         document["contract-file-sha256"] = contract.file_sha256
+    if rerun_of is not None:
+        document["rerun-of"] = dict(rerun_of)
+    if compared:
+        document["baseline"] = dict(baseline) if baseline is not None else None
     # Every row is Case.row() of a schema-validated contract, whose case schema is at least as strict as
     # the selection's row schema; one row proves the mapping, and re-validating 10,000 rows would cost
     # seconds. Readers (load_selection) validate every row: their bytes crossed a job boundary.

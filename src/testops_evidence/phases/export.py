@@ -21,14 +21,20 @@ from testops_evidence import summary
 from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure, usage
+from testops_evidence.evidence import allure, previous, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
 from testops_evidence.evidence.matrix import Unit, plan_matrices
-from testops_evidence.evidence.receipt import RECEIPT_SCHEMA, default_receipt_path
-from testops_evidence.evidence.selection import Selection, load_selection, read_travelled, validate_against
+from testops_evidence.evidence.receipt import RECEIPT_LIMIT, RECEIPT_SCHEMA, default_receipt_path
+from testops_evidence.evidence.selection import (
+    Selection,
+    load_selection,
+    read_document_bytes,
+    read_travelled,
+    validate_against,
+)
 from testops_evidence.evidence.tree import is_empty_or_absent, write_new
 from testops_evidence.evidence.trials import CaseOutcome, case_outcome
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -117,6 +123,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     repeated = any(outcome.repeated for outcome in outcomes.values())
     trial_counts = Counter(t.verdict.status for outcome in outcomes.values() for t in outcome.trials)
     trial_row = {"total": sum(trial_counts.values()), **{s: trial_counts.get(s, 0) for s in ("passed", "failed", "broken")}}
+    comparison = _compare(selection, rows, accounts)
     receipt: dict[str, Any] = {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
@@ -133,6 +140,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "files": written,
         "usage": accounts.receipt_block(),
         **({"budget": _budget_block(contract.budget, judgement)} if judgement is not None else {}),
+        **({"rerun-of": selection.document["rerun-of"]} if "rerun-of" in selection.document else {}),
+        **({"comparison": comparison} if comparison is not None else {}),
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
@@ -168,8 +177,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "broken-count": counts.get("broken", 0),
             "all-passed": all_passed,
             **cost_outputs(accounts.campaign.get(usage.COST)),
+            **comparison_outputs(comparison),
         },
-        summary=_summary(rows, outcomes, accounts, judgement, selection, digest_given, results_dir, receipt_path, workers,
+        summary=_summary(rows, outcomes, accounts, judgement, comparison, selection, digest_given, results_dir, receipt_path, workers,
                          present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
@@ -212,6 +222,33 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
     plan = plan_matrices(cases, contract.lanes, budget=contract.budget)
     collected = ctx.state.read_receipt(COLLECTED) if ctx.state.has(COLLECTED) else None
     return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs(), collected if isinstance(collected, dict) else None)
+
+
+def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts) -> dict[str, Any] | None:
+    """The comparison with the baseline the selection bound (None: no compare-with)."""
+    if "baseline" not in selection.document:
+        return None
+    baseline = selection.document["baseline"]
+    if baseline is None or not baseline.get("comparable"):
+        return previous.comparison_block(baseline, None)
+    path = Path(selection.path).parent / str(baseline["receipt-file"])
+    try:
+        data = read_document_bytes(path, RECEIPT_LIMIT)
+    except Refusal as refusal:
+        raise Refusal("selection.baseline", f"the baseline receipt {path} the selection binds cannot be read "
+                      f"({refusal.message})", field="baseline", expected=str(baseline["receipt-file"]),
+                      actual=refusal.code) from None
+    receipt = previous.checked_receipt(data, str(path), str(baseline["receipt-sha256"]), "selection.baseline")
+    cost = accounts.campaign.get(usage.COST, usage.MISSING).to_json()
+    return previous.comparison_block(baseline, previous.compare(rows, receipt, cost))
+
+
+def comparison_outputs(comparison: dict[str, Any] | None) -> dict[str, Any]:
+    """``comparison`` (compared, not-comparable, no-baseline, or empty without compare-with) and
+    ``regressions`` (a JSON array)."""
+    if comparison is None:
+        return {"comparison": "", "regressions": []}
+    return {"comparison": comparison["state"], "regressions": comparison["regressions"]}
 
 
 def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell],
@@ -378,6 +415,7 @@ def _summary(
     outcomes: dict[str, CaseOutcome],
     accounts: usage.Accounts,
     judgement: Judgement | None,
+    comparison: dict[str, Any] | None,
     selection: Selection,
     digest_given: bool,
     results_dir: Path,
@@ -405,6 +443,7 @@ def _summary(
             ("cell origin", summary.Markdown(origin)),
             ("results directory", summary.code(results_dir)),
             ("receipt", summary.code(receipt_path)),
+            *_rerun_row(selection),
         ]),
         "\n### Results\n",
     ]
@@ -441,6 +480,8 @@ def _summary(
     parts.append(_usage_section(accounts))
     if judgement is not None:
         parts.append(_budget_section(judgement))
+    if comparison is not None:
+        parts.append(previous.render(comparison))
     superseded = [(summary.code(o.case.key) if not o.repeated else summary.Markdown(
                        f"{summary.code(o.case.key)} trial {t.trial}"),
                    summary.code(t.bound.cell.attempt_id),
@@ -451,6 +492,16 @@ def _summary(
         parts += ["\n### Superseded attempts (run-attempts: any — the latest finished attempt counts)\n",
                   summary.table(("case", "chosen attempt", "superseded"), superseded)]
     return "\n".join(parts)
+
+
+def _rerun_row(selection: Selection) -> list[tuple[str, Any]]:
+    block = selection.document.get("rerun-of")
+    if not block:
+        return []
+    run_link = summary.link(f"run {block['run-id']}", str(block["run-url"]))
+    return [("re-run of", summary.Markdown(
+        f"{run_link}: its {len(block['cases'])} cases that did "
+        f"not pass (receipt {summary.code(block['receipt-sha256'])})"))]
 
 
 def _usage_section(accounts: usage.Accounts) -> str:

@@ -25,6 +25,7 @@ from testops_evidence.context import RunContext, admit_backend
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence import catalog as catalog_filter
+from testops_evidence.evidence import previous
 from testops_evidence.evidence.matrix import (
     HOSTED_JOB_LIMIT_MINUTES,
     LANES,
@@ -34,9 +35,16 @@ from testops_evidence.evidence.matrix import (
     check_output_budget,
     plan_matrices,
 )
-from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
+from testops_evidence.evidence.receipt import RECEIPT_LIMIT
+from testops_evidence.evidence.selection import (
+    build_selection,
+    check_sha256,
+    read_document_bytes,
+    selection_bytes,
+    write_selection,
+)
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import hand_over, sha256_bytes
+from testops_evidence.safeio import hand_over, sha256_bytes, write_once
 from testops_evidence.settings import parse_int
 from testops_evidence.testops.links import page_url
 
@@ -57,14 +65,23 @@ def run(ctx: PhaseContext) -> PhaseResult:
                           ctx.settings.path("standing-plan"), narrowed=requested is not None,
                           workflow_name=(ctx.env.get("GITHUB_WORKFLOW") or "").strip() or None,
                           job_uid=(ctx.env.get("ALLURE_JOB_UID") or "").strip() or None)
+    rerun = _rerun(ctx, contract, live)
+    if rerun is not None and requested is not None:
+        raise Refusal("input.rerun-from", "rerun-from and cases both narrow the selection: give one of them",
+                      field="rerun-from", expected="rerun-from or cases", actual="both")
     with ctx.runtime.group(f"Select the cases ({backend} backend)"):
         outcome = ctx.open_backend().select(inputs)
     if requested is not None:
         outcome = _narrow(outcome, requested)
+    if rerun is not None:
+        outcome = _narrow(outcome, [contract.case(key) for key in rerun.keys], source="rerun",
+                          label=f"`rerun-from` (the cases run {rerun.block['run-id']} did not pass)")
+    baseline, baseline_bytes = _baseline(ctx, contract, live)
 
     with ctx.runtime.group(f"Build the selection and matrices for {len(outcome.cases)} cases"):
         document = build_selection(contract, live, outcome.cases, backend=backend, source=outcome.source,
-                                   testops=outcome.testops)
+                                   testops=outcome.testops, rerun_of=rerun.block if rerun is not None else None,
+                                   baseline=baseline, compared=ctx.settings.string("compare-with") is not None)
         data = selection_bytes(document)
         digest = sha256_bytes(data)
         plan = plan_matrices(outcome.cases, contract.lanes, budget=contract.budget)
@@ -87,7 +104,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                                                   [case.key for case in outcome.cases])
         ctx.runtime.log(f"selection: {len(data):,} bytes, sha256 {digest}")
 
-    for target in (path, catalog_target):
+    baseline_target = path.parent / str(baseline["receipt-file"]) if baseline_bytes is not None and baseline else None
+    for target in (path, catalog_target, baseline_target):
         # write_once refuses an existing file anyway; checking both first means a second select never
         # leaves a new selection behind without its catalog copy and receipt.
         if target is not None and os.path.lexists(target):
@@ -96,11 +114,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
     write_selection(path, data)
     if catalog_target is not None and catalog_bytes is not None:
         catalog_filter.write_filtered_catalog(catalog_target, catalog_bytes)
-    hand_over([p for p in (path, catalog_target) if p is not None], ctx.env)
+    if baseline_target is not None and baseline_bytes is not None:
+        write_once(baseline_target, baseline_bytes, mode=0o644)
+    hand_over([p for p in (path, catalog_target, baseline_target) if p is not None], ctx.env)
     receipt = _receipt(contract, backend, outcome, path, digest, plan, catalog_target, catalog_bytes)
     ctx.state.write_receipt("select.json", receipt)
     headline = _headline(contract, outcome, plan)
-    body = _summary(contract, outcome, plan, sizes, path, digest, catalog_target)
+    body = _previous_section(rerun, baseline, ctx.settings.string("compare-with")) + _summary(
+        contract, outcome, plan, sizes, path, digest, catalog_target)
     return PhaseResult(headline=headline, outputs=outputs, summary=body)
 
 
@@ -161,19 +182,134 @@ def job_run_ids(ctx: PhaseContext) -> tuple[int | None, int | None]:
     return explicit, from_env
 
 
-def _narrow(outcome: Outcome, requested: Sequence[Case]) -> Outcome:
+def _narrow(outcome: Outcome, requested: Sequence[Case], *, source: str = "cases",
+            label: str = "`cases`") -> Outcome:
     chosen = {case.key for case in requested}
     available = {case.key for case in outcome.cases}
     for case in requested:
         if case.key not in available:
-            raise Refusal("selection.not_planned", f"case {case.key!r} was requested with `cases` but "
-                          f"{outcome.origin} does not select it", field="cases",
+            raise Refusal("selection.not_planned", f"case {case.key!r} was requested with {label} but "
+                          f"{outcome.origin} does not select it", field=source if source != "rerun" else "rerun-from",
                           expected=f"a case selected by {outcome.origin}", actual=case.key)
     cases = [case for case in outcome.cases if case.key in chosen]
-    origin = f"`cases` (narrowing {outcome.origin})"
-    why = (f"{outcome.why}; then the `cases` input explicitly narrows these {len(outcome.cases)} to "
-           f"{len(cases)} (a campaign split into several selections)")
-    return Outcome(cases, "cases", origin, why, outcome.testops, outcome.bindings, outcome.planned)
+    origin = f"{label} (narrowing {outcome.origin})"
+    why = (f"{outcome.why}; then {label} explicitly narrows these {len(outcome.cases)} to {len(cases)}"
+           + (" (a campaign split into several selections)" if source == "cases" else ""))
+    return Outcome(cases, source, origin, why, outcome.testops, outcome.bindings, outcome.planned)
+
+
+# --- the previous campaign: re-run and baseline --------------------------------------------------------
+
+
+def _artifact_prefix(ctx: PhaseContext) -> str:
+    return ctx.settings.string("artifact-prefix") or "testops-evidence"
+
+
+def _rerun(ctx: PhaseContext, contract: Contract, live: RunContext) -> previous.Rerun | None:
+    """``rerun-from``: the receipt (digest-checked) whose cases that did not pass this run selects."""
+    raw = ctx.settings.string("rerun-from")
+    if raw is None:
+        return None
+    expected = check_sha256(ctx.settings.string("rerun-from-sha256"), "rerun-from-sha256")
+    if raw.startswith("run:"):
+        run_id = parse_int("rerun-from", raw[4:], minimum=1)
+        from testops_evidence import github_run
+
+        prefix = _artifact_prefix(ctx)
+        data, source = previous.receipt_in_run(
+            live.api_url, github_run.require_token(ctx.github_token()), live.repository, run_id,
+            (f"{prefix}-results-*", f"{prefix}-report-*"), expected, github_run.request_policy(ctx.env, ctx.sleep))
+        where = f"the receipt in {source['artifact']} of run {run_id}"
+    else:
+        path = Path(raw)
+        if path.is_dir():
+            matching = [(name, data) for name, data in previous.receipts_in_dir(path)
+                        if sha256_bytes(data) == expected]
+            if not matching:
+                raise Refusal("selection.rerun_digest", f"{path} holds no export receipt with the given SHA-256",
+                              field="rerun-from-sha256", expected=expected, actual=str(path))
+            name, data = matching[0]
+            path = path / name
+        else:
+            data = read_document_bytes(path, RECEIPT_LIMIT)
+        source = {"source": "file", "path": str(path)}
+        where = f"the receipt {path}"
+    receipt = previous.checked_receipt(data, where, expected, "selection.rerun_digest")
+    return previous.rerun(receipt, source, campaign=contract.campaign, profile=contract.profile,
+                          repository=live.repository, run_id=live.run_id, contract_has=contract.has_case)
+
+
+def _baseline(ctx: PhaseContext, contract: Contract,
+              live: RunContext) -> tuple[dict[str, Any] | None, bytes | None]:
+    """``compare-with``: the previous campaign's receipt and its binding (None: no baseline was found).
+
+    A baseline is informational: an earlier publication that cannot be read, or one of another contract or
+    profile, is recorded as not comparable (with why), never compared and never a reason to stop the
+    campaign; a receipt file the operator names must be readable."""
+    raw = ctx.settings.string("compare-with")
+    if raw is None:
+        return None, None
+    try:
+        if raw == "previous":
+            from testops_evidence import github_run
+
+            token = ctx.github_token()
+            if not token:
+                ctx.runtime.annotate("warning", "compare-with: previous needs a github-token: no baseline",
+                                     title="selection.baseline")
+                return None, None
+            found = previous.newest_publication(
+                live.api_url, token, live.repository, Path(live.workflow_path).name, branch=live.branch,
+                before=live.run_id, patterns=(f"{_artifact_prefix(ctx)}-report-{contract.campaign}-*",
+                                              f"{_artifact_prefix(ctx)}-results-*"),
+                policy=github_run.request_policy(ctx.env, ctx.sleep))
+            if found is None:
+                return None, None
+            data, source = found
+        else:
+            data, source = read_document_bytes(Path(raw), RECEIPT_LIMIT), {"source": "file", "path": raw}
+        receipt = previous.checked_receipt(data, f"the baseline receipt ({source.get('artifact') or raw})", None,
+                                           "selection.baseline")
+    except Refusal as refusal:
+        if raw != "previous" or refusal.code.startswith("input."):
+            raise  # a file the operator named must be a valid receipt
+        ctx.runtime.annotate("warning", f"the baseline cannot be read ({refusal.code}: {refusal.message}): the "
+                             "summaries compare with nothing", title="selection.baseline")
+        return {"comparable": False, "why-not": f"{refusal.code}: {refusal.message}", "source": raw}, None
+    block = previous.source_block(source, receipt)
+    why_not = previous.binding_of(block, contract_sha256=contract.digest, profile=contract.profile)
+    block.update({"comparable": why_not is None, "why-not": why_not,
+                  "receipt-file": f"{Path(ctx.settings.path('selection-path') or DEFAULT_SELECTION_PATH).stem}"
+                                  "-baseline-receipt.json"})
+    return block, data if why_not is None else None
+
+
+def _previous_section(rerun: previous.Rerun | None, baseline: dict[str, Any] | None, compare: str | None) -> str:
+    lines = []
+    if rerun is not None:
+        block = rerun.block
+        run_link = summary.link(f"run {block['run-id']}", str(block["run-url"]))
+        lines.append(f"**Re-run** of {run_link} (receipt "
+                     f"{summary.code(block['receipt-sha256'])}): selects the {len(rerun.keys)} of its "
+                     f"{block['of']} cases that did not pass there, as a new campaign of this run.")
+        if rerun.dropped:
+            lines.append(f"Not re-run, no longer in the contract: "
+                         f"{summary.join((summary.code(k) for k in rerun.dropped[:50]), ', ')}.")
+    if compare is not None:
+        if baseline is None:
+            lines.append("**Baseline:** none — no earlier run of this workflow on this branch has a publication "
+                         "artifact; the summaries of export and verify compare with nothing.")
+        elif "run-id" not in baseline:
+            lines.append(f"**Baseline:** not comparable — {summary.text(str(baseline.get('why-not')))}.")
+        else:
+            state = ("comparable" if baseline["comparable"]
+                     else f"**not comparable**: {summary.text(baseline['why-not'])}")
+            run_link = summary.link(f"run {baseline['run-id']}", str(baseline["run-url"]))
+            lines.append(f"**Baseline:** {run_link}, commit "
+                         f"{summary.code(str(baseline['head-sha'])[:12])}, profile "
+                         f"{summary.code(baseline['profile'].get('id'))}, contract "
+                         f"{summary.code(str(baseline['contract-sha256'])[:12])} — {state}.")
+    return "".join(f"{line}\n\n" for line in lines)
 
 
 # --- receipt and summary ------------------------------------------------------------------------------

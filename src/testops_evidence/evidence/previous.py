@@ -1,0 +1,332 @@
+"""The previous campaign: re-running what did not pass, and comparing with the last publication.
+
+Both start from an earlier **export receipt** — the record export wrote and verify checked: every selected
+case with its status, its trials and its usage, bound to its selection, contract, profile and run.
+
+* ``rerun-from`` (select): a receipt given by path or found in a run's artifacts, checked against the
+  SHA-256 the operator gives (``rerun-from-sha256``). Its cases that did not pass become a new campaign —
+  a new selection of this run — and the selection records which receipt it re-runs (``rerun-of``).
+* ``compare-with`` (select; shown by export and verify): the baseline, the receipt of the newest earlier
+  run's publication (or a file). It is *bound*: its contract digest, profile and commit are recorded, and a
+  baseline of another contract or profile is reported as **not comparable** rather than compared. The
+  comparison says which cases are newly failing, fixed, still failing, new or no longer selected, which
+  repeated cases changed their pass rate beyond noise, and how the cost changed.
+
+**Pass rate beyond noise.** Both pass rates are ``passed / (passed + failed)`` of a case's trials; the
+change is beyond noise when the 95% interval of the difference of two independent proportions
+(Newcombe's hybrid score interval, 1998, method 10, built from the two Wilson intervals) excludes zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import sqrt
+from typing import Any
+
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.receipt import Receipt, receipt_from_bytes, trial_rows
+from testops_evidence.evidence.trials import wilson
+from testops_evidence.safeio import sha256_bytes
+
+PASSED = "passed"
+
+
+def source_block(source: Mapping[str, Any], receipt: Receipt) -> dict[str, Any]:
+    """Where a previous receipt came from and what it is bound to (recorded in the selection)."""
+    context = receipt.document["context"]
+    return {
+        **dict(source),
+        "receipt-sha256": receipt.sha256,
+        "selection-sha256": receipt.document["selection-sha256"],
+        "contract-sha256": receipt.document["contract-sha256"],
+        "campaign": receipt.document["campaign"],
+        "profile": dict(receipt.document["profile"]),
+        "backend": receipt.document["backend"],
+        "run-id": context["run-id"],
+        "run-attempt": context["run-attempt"],
+        "run-url": context["run-url"],
+        "head-sha": context["head-sha"],
+        "created-at": receipt.document["created-at"],
+    }
+
+
+def checked_receipt(data: bytes, where: str, expected_sha256: str | None, code: str) -> Receipt:
+    """A previous receipt from its bytes: its digest (when one is given) and then its own consistency."""
+    if expected_sha256 is not None and sha256_bytes(data) != expected_sha256:
+        raise Refusal(code, f"{where} does not hash to the given SHA-256: it is another receipt, or it was changed",
+                      field=where, expected=expected_sha256, actual=sha256_bytes(data))
+    return receipt_from_bytes(data, where)
+
+
+# --- re-run what did not pass ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The cases a previous receipt did not pass, and what the selection records about it."""
+
+    keys: tuple[str, ...]
+    dropped: tuple[str, ...]  # not passed there, but no longer in the contract
+    block: Mapping[str, Any]
+
+
+def rerun(receipt: Receipt, source: Mapping[str, Any], *, campaign: str, profile: Mapping[str, str],
+          repository: str, run_id: int, contract_has: Any) -> Rerun:
+    """Check the receipt may be re-run here, and the cases to select (in the receipt's order)."""
+    document = receipt.document
+    for field, expected, actual in (("campaign", campaign, document["campaign"]),
+                                    ("profile", dict(profile), dict(document["profile"])),
+                                    ("context/repository", repository, document["context"]["repository"])):
+        if expected != actual:
+            raise Refusal("selection.rerun_from", f"the receipt to re-run is of another {field.split('/')[-1]}",
+                          field=field, expected=expected, actual=actual)
+    if document["context"]["run-id"] == run_id:
+        raise Refusal("selection.rerun_from", "the receipt to re-run is of this very run: re-run its failed jobs "
+                      "instead, or re-run from the receipt of an earlier run", field="context/run-id",
+                      expected=f"a run before {run_id}", actual=run_id)
+    not_passed = [str(row["key"]) for row in receipt.results if row["status"] != PASSED]
+    if not not_passed:
+        raise Refusal("selection.empty", f"every case of the receipt to re-run passed (run {document['context']['run-id']}):"
+                      " there is nothing to re-run", field="rerun-from", expected="a receipt with a case that did not "
+                      "pass", actual=f"{len(receipt.results)} passed")
+    keys = tuple(key for key in not_passed if contract_has(key))
+    dropped = tuple(key for key in not_passed if not contract_has(key))
+    if not keys:
+        raise Refusal("selection.rerun_from", "none of the cases that did not pass in the receipt is in the contract "
+                      "any more", field="rerun-from", expected="a case of this contract", actual=list(dropped)[:10])
+    block = {**source_block(source, receipt), "cases": list(keys), "dropped": list(dropped),
+             "not-passed": len(not_passed), "of": len(receipt.results)}
+    return Rerun(keys, dropped, block)
+
+
+# --- comparison with the previous campaign -------------------------------------------------------------
+
+
+def newcombe(passed_a: int, trials_a: int, passed_b: int, trials_b: int) -> tuple[float, float] | None:
+    """The 95% interval of ``p_b - p_a`` (Newcombe 1998, method 10: the hybrid score interval from the two
+    Wilson intervals); None when either side measured nothing."""
+    a, b = wilson(passed_a, trials_a), wilson(passed_b, trials_b)
+    if a is None or b is None:
+        return None
+    p_a, p_b = passed_a / trials_a, passed_b / trials_b
+    difference = p_b - p_a
+    low = difference - sqrt((p_b - b[0]) ** 2 + (a[1] - p_a) ** 2)
+    high = difference + sqrt((b[1] - p_b) ** 2 + (p_a - a[0]) ** 2)
+    return low, high
+
+
+def binding_of(block: Mapping[str, Any], *, contract_sha256: str, profile: Mapping[str, str]) -> str | None:
+    """Why a baseline is not comparable (None when it is): another contract or another profile."""
+    if block["contract-sha256"] != contract_sha256:
+        return (f"the baseline was made under another contract (contract sha256 {block['contract-sha256'][:12]}…, "
+                f"this one {contract_sha256[:12]}…)")
+    if dict(block["profile"]) != dict(profile):
+        return "the baseline evaluated another profile"
+    return None
+
+
+def _rate(row: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(passed, measured) of a case row: its trials, or its one result."""
+    rate = row.get("pass-rate")
+    if isinstance(rate, Mapping):
+        return int(rate["passed"]), int(rate["passed"]) + int(rate["failed"])
+    return None
+
+
+def _cost(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    figure = (row.get("usage") or {}).get("cost-nanodollars")
+    return figure if isinstance(figure, Mapping) else None
+
+
+def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
+            current_cost: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What changed from ``baseline`` to the current receipt rows (module docstring)."""
+    before = {str(row["key"]): row for row in baseline.results}
+    now = {str(row["key"]): row for row in current}
+    categories: dict[str, list[dict[str, Any]]] = {
+        "newly-failing": [], "fixed": [], "still-failing": [], "new": [], "not-selected": [],
+        "pass-rate-drop": [], "pass-rate-rise": []}
+    for key, row in now.items():
+        old = before.get(key)
+        if old is None:
+            categories["new"].append({"key": key, "status": row["status"]})
+            continue
+        was, is_ = old["status"] == PASSED, row["status"] == PASSED
+        entry = {"key": key, "baseline": old["status"], "current": row["status"]}
+        if was and not is_:
+            categories["newly-failing"].append({**entry, "reason": row["reason"]})
+        elif not was and is_:
+            categories["fixed"].append(entry)
+        elif not was and not is_:
+            categories["still-failing"].append(entry)
+        a, b = _rate(old), _rate(row)
+        if a is not None and b is not None and a[1] and b[1]:
+            interval = newcombe(a[0], a[1], b[0], b[1])
+            assert interval is not None
+            change: dict[str, Any] = {"key": key, "baseline": f"{a[0]}/{a[1]}", "current": f"{b[0]}/{b[1]}",
+                      "change": round(b[0] / b[1] - a[0] / a[1], 6),
+                      "interval-95": [round(interval[0], 6), round(interval[1], 6)]}
+            if interval[1] < 0:
+                categories["pass-rate-drop"].append(change)
+            elif interval[0] > 0:
+                categories["pass-rate-rise"].append(change)
+    categories["not-selected"] = [{"key": key, "baseline": row["status"]} for key, row in before.items()
+                                  if key not in now]
+    regressions = ([{"key": e["key"], "kind": "newly-failing", "baseline": e["baseline"], "current": e["current"]}
+                    for e in categories["newly-failing"]]
+                   + [{"key": e["key"], "kind": "pass-rate-drop", "baseline": e["baseline"], "current": e["current"]}
+                      for e in categories["pass-rate-drop"]
+                      if e["key"] not in {n["key"] for n in categories["newly-failing"]}])
+    block = baseline.document.get("usage") or {}
+    before_cost = (block.get("campaign") or {}).get("cost-nanodollars")
+    cost: dict[str, Any] = {"baseline": _figure(before_cost), "current": _figure(current_cost)}
+    if before_cost and current_cost and before_cost.get("value") is not None and current_cost.get("value") is not None:
+        cost["change"] = int(current_cost["value"]) - int(before_cost["value"])
+        cost["comparable"] = before_cost["coverage"] == current_cost["coverage"] == "reported"
+    return {"categories": categories, "regressions": regressions, "cost": cost,
+            "trials": {key: len(trial_rows(row)) for key, row in now.items() if trial_rows(row)}}
+
+
+def _figure(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not raw:
+        return {"value": None, "coverage": "unavailable"}
+    return {"value": raw.get("value"), "coverage": raw.get("coverage", "unavailable")}
+
+
+# --- finding a previous receipt ----------------------------------------------------------------------------
+
+RECEIPT_SUFFIX = "-receipt.json"
+# A publication artifact holds allure-results and the HTML report too: bounded, and only the receipt is read.
+ARTIFACT_BYTES = 512 * 1024 * 1024
+
+
+def receipts_in_zip(data: bytes) -> list[tuple[str, bytes]]:
+    """The export receipts at the top of an artifact's zip (``*-receipt.json``), checked like any archive."""
+    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+
+    limits = ArchiveLimits(max_entries=200_000, max_entry_bytes=256 * 1024 * 1024,
+                           max_total_bytes=4 * 1024 * 1024 * 1024)
+    archive = extract_zip(data, limits=limits, select=lambda name: "/" not in name and name.endswith(RECEIPT_SUFFIX))
+    return [(name, found.data) for name, found in sorted(archive.files.items())]
+
+
+def receipts_in_dir(directory: Any) -> list[tuple[str, bytes]]:
+    """The export receipts at the top of a directory (read without following links, size-capped)."""
+    from testops_evidence.evidence.receipt import RECEIPT_LIMIT
+    from testops_evidence.evidence.tree import list_dir
+    from testops_evidence.safeio import read_safe
+
+    return [(entry.name, read_safe(directory, entry.name, limit=RECEIPT_LIMIT)) for entry in list_dir(directory)
+            if not entry.is_dir and entry.name.endswith(RECEIPT_SUFFIX)]
+
+
+def artifact_source(artifact: Any) -> dict[str, Any]:
+    """Provenance of a receipt found in an artifact: from the Actions API, never from the archive."""
+    return {"source": "artifact", "artifact": artifact.name, "artifact-id": artifact.id,
+            "artifact-sha256": artifact.sha256, "artifact-run-id": artifact.run_id}
+
+
+def receipt_in_run(api_url: str, token: str, repository: str, run_id: int, patterns: Sequence[str],
+                   expected_sha256: str, policy: Any) -> tuple[bytes, dict[str, Any]]:
+    """The export receipt with ``expected_sha256`` among the artifacts of run ``run_id`` named like one of
+    ``patterns`` (newest first), and where it was found; ``selection.rerun_digest`` when none has it."""
+    from testops_evidence import github_run
+
+    looked: list[str] = []
+    for pattern in patterns:
+        for artifact in github_run.list_artifacts(api_url, token, repository, run_id, name=pattern, policy=policy):
+            if artifact.expired:
+                looked.append(f"{artifact.name} (expired)")
+                continue
+            looked.append(artifact.name)
+            data = github_run.download_artifact(api_url, token, artifact, max_bytes=ARTIFACT_BYTES, policy=policy)
+            for _name, receipt in receipts_in_zip(data):
+                if sha256_bytes(receipt) == expected_sha256:
+                    return receipt, artifact_source(artifact)
+    raise Refusal("selection.rerun_digest", f"no artifact of run {run_id} holds an export receipt with the given "
+                  "SHA-256", field="rerun-from-sha256", expected=expected_sha256,
+                  actual=looked[:10] or f"no artifact named like {', '.join(patterns)}")
+
+
+def newest_publication(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                       patterns: Sequence[str], policy: Any) -> tuple[bytes, dict[str, Any]] | None:
+    """The receipt of the newest earlier completed run of ``workflow`` on ``branch`` with an artifact named
+    like the first of ``patterns`` that any such run has (the files backend's publication, kept only once
+    verify checked it; then the export's results artifact, which every backend has), and where it came from."""
+    from testops_evidence import github_run
+
+    artifact = None
+    for pattern in patterns:
+        artifact = github_run.earlier_artifact(api_url, token, repository, workflow, branch=branch, before=before,
+                                               pattern=pattern, policy=policy)
+        if artifact is not None:
+            break
+    if artifact is None:
+        return None
+    data = github_run.download_artifact(api_url, token, artifact, max_bytes=ARTIFACT_BYTES, policy=policy)
+    found = receipts_in_zip(data)
+    if len(found) != 1:
+        raise Refusal("selection.baseline", f"the publication artifact {artifact.name} holds {len(found)} export "
+                      "receipts", field="compare-with", expected="exactly one *-receipt.json at its top",
+                      actual=[name for name, _ in found][:10])
+    return found[0][1], artifact_source(artifact)
+
+
+# --- the comparison in receipts and summaries ----------------------------------------------------------------
+
+STATES = ("compared", "not-comparable", "no-baseline")
+
+
+def comparison_block(baseline: Mapping[str, Any] | None, result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the receipt records: the baseline's binding, the state and (when compared) the changes."""
+    if baseline is None:
+        return {"state": "no-baseline", "baseline": None, "regressions": []}
+    if result is None:
+        return {"state": "not-comparable", "baseline": dict(baseline), "why-not": baseline.get("why-not"),
+                "regressions": []}
+    return {"state": "compared", "baseline": dict(baseline), **dict(result)}
+
+
+def render(block: Mapping[str, Any], limit: int = 50) -> str:
+    """The summary section of a comparison (export and verify show the same)."""
+    from testops_evidence import md
+    from testops_evidence.evidence.usage import Figure, show
+
+    baseline = block.get("baseline")
+    if block["state"] == "no-baseline":
+        return "\n### Compared with the previous campaign\n\nNo baseline: nothing to compare with.\n"
+    assert baseline is not None
+    if "run-url" in baseline:
+        run = md.code(f"run {baseline['run-id']}")
+        where = (f"{md.link(run, str(baseline['run-url']))}, commit "
+                 f"{md.code(str(baseline['head-sha'])[:12])}, profile {md.code(str(baseline['profile'].get('id')))}, "
+                 f"contract {md.code(str(baseline['contract-sha256'])[:12])}")
+    else:
+        where = md.text(str(baseline.get("source")))
+    head = f"\n### Compared with the previous campaign\n\nBaseline: {where}.\n\n"
+    if block["state"] == "not-comparable":
+        return head + f"**Not comparable:** {md.text(str(block.get('why-not')))} — nothing is compared.\n"
+    categories = block["categories"]
+    titles = (("newly-failing", "❌ newly failing"), ("pass-rate-drop", "📉 pass rate dropped beyond noise"),
+              ("fixed", "✅ fixed"), ("still-failing", "⚠️ still failing"),
+              ("pass-rate-rise", "📈 pass rate rose beyond noise"), ("new", "🆕 new (not in the baseline)"),
+              ("not-selected", "➖ in the baseline, not selected now"))
+    rows = [(title, len(categories[name]), md.join((md.code(e["key"]) for e in categories[name][:limit]), ", ")
+             or "—") for name, title in titles]
+    parts = [head, f"**{len(block['regressions'])} regression(s).** ", md.table(("", "cases", "which"), rows)]
+    rates = categories["pass-rate-drop"] + categories["pass-rate-rise"]
+    if rates:
+        parts.append("\n\nPass rates (95% interval of the change; beyond noise when it excludes 0):\n\n")
+        parts.append(md.table(("case", "baseline", "now", "change", "95% interval"), [
+            (md.code(e["key"]), e["baseline"], e["current"], f"{e['change'] * 100:+.0f} points",
+             f"{e['interval-95'][0] * 100:+.0f} to {e['interval-95'][1] * 100:+.0f}") for e in rates], limit=limit))
+    cost = block["cost"]
+    before, now = cost["baseline"], cost["current"]
+    shown = [show("cost-nanodollars", Figure(f["value"], f["coverage"])) for f in (before, now)]
+    line = f"\n\n**Cost:** {md.text(shown[0])} → {md.text(shown[1])}"
+    if "change" in cost:
+        amount = show("cost-nanodollars", Figure(abs(cost["change"]), "reported"))
+        line += f" ({'+' if cost['change'] >= 0 else '−'}{md.text(amount)}"
+        line += ")" if cost["comparable"] else "; an estimate or a lower bound is involved: compare with care)"
+    return "".join(parts) + line + ".\n"
