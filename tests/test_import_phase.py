@@ -4,6 +4,7 @@ download, validation, and one ledger transaction. Every refusal leaves the ledge
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -99,7 +100,8 @@ def test_imports_cells_with_provenance_and_is_idempotent(tmp_path: Path, gh: Git
 
     first = importer.run()
     assert first.exit_code == 0, first.summary
-    assert first.outputs == {"imported-count": "2", "duplicate-count": "0", "ledger-path": str(importer.ledger)}
+    assert first.outputs == {"imported-count": "2", "duplicate-count": "0", "ledger-path": str(importer.ledger),
+                             "ledger-sha256": hashlib.sha256(importer.ledger.read_bytes()).hexdigest()}
     ledger = imported_ledger(importer)
     assert [r["import-key"] for r in ledger["imports"]] == [f"{RUN_ID}/1/exec-1", f"{RUN_ID}/1/exec-2"]
     provenance = ledger["imports"][0]["provenance"]

@@ -231,6 +231,7 @@ class Case:
     timeout_minutes: int = 30
     credentials: tuple[str, ...] = ()
     trials: Trials = ONE_TRIAL
+    remote: bool = False  # measured by another workflow: its cells come from the ledger, it has no worker job
 
     def row(self) -> dict[str, Any]:
         """The canonical case row bound into selections and evidence (``trials`` only when repeated: one
@@ -247,6 +248,8 @@ class Case:
         }
         if self.trials.repeated:
             row["trials"] = self.trials.row()
+        if self.remote:
+            row["measured-by"] = "remote"
         return row
 
 
@@ -461,6 +464,7 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             timeout_minutes=c.get("timeout-minutes", 30),
             credentials=tuple(c.get("credentials", ())),
             trials=trials_from(c["trials"]) if "trials" in c else default_trials,
+            remote=c.get("measured-by", "worker") == "remote",
         )
         for c in document["cases"]
     )

@@ -374,6 +374,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "unchanged; a receipt changed between the jobs is never published.",
               cause="The receipt was edited or replaced after export (rows dropped, a status changed), or the "
                     "receipt of another export or attempt was downloaded."),
+        _spec("export.ledger", _I, "the ledger given to export is missing or does not hash to ledger-sha256",
+              "Give export the ledger the import job wrote, unchanged, with that job's ledger-sha256 output.",
+              cause="A ledger edited after import, or the digest of another import's ledger.", scope=SCOPE_EXPORT),
         _spec("export.receipt", _I, "the export receipt is invalid or does not match the selection",
               "Upload the receipt that export wrote beside the results, unchanged, from the same run attempt.",
               cause="The receipt was edited, or the results artifact of another attempt was downloaded."),

@@ -178,8 +178,11 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("artifact-name", "import: artifact name or glob pattern (fnmatch).", "*", ("import",)),
     InputSpec("intent", "import: the import intent file (campaign, source revision, selected executions).",
               "", ("import",), kind="path"),
-    InputSpec("ledger", "import: the campaign ledger file (created if absent).", "campaign-ledger.json",
-              ("import",), kind="path"),
+    InputSpec("ledger-sha256", "export: the SHA-256 of the ledger (the import job's ledger-sha256 output); when "
+              "given, the ledger's bytes must hash to it.", "", ("export",)),
+    InputSpec("ledger", "import: the campaign ledger file (created if absent); export: the ledger whose cells "
+              "the cases measured remotely (`measured-by: remote`) take.", "campaign-ledger.json",
+              ("import", "export"), kind="path"),
 )
 
 INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
@@ -296,6 +299,8 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("imported-count", "import: cells imported.", ("import",)),
     OutputSpec("duplicate-count", "import: cells already in the ledger (no-op).", ("import",)),
     OutputSpec("ledger-path", "import: the ledger file.", ("import",)),
+    OutputSpec("ledger-sha256", "import: the SHA-256 of the ledger after the import (pass it to export's "
+               "ledger-sha256).", ("import",)),
     OutputSpec("reconciled", "reconcile: mutations resolved (JSON array of stages).", ("reconcile",)),
     OutputSpec("still-uncertain", "reconcile: mutations still uncertain (JSON array of stages).", ("reconcile",)),
 )

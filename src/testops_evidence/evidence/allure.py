@@ -158,6 +158,9 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None,
     ]
     if binding.local:
         labels.append({"name": "tag", "value": "rehearsal"})
+    if cell is not None and cell.provenance is not None:
+        labels.append({"name": "remote-run",
+                       "value": f"{cell.provenance['source-repository']}#{cell.provenance['source-run-id']}"})
     cost = (usage or {}).get(COST)
     if cost is not None:
         # What this result cost and how sure that figure is: an unavailable cost is never a zero.
@@ -199,11 +202,27 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
     if cell is not None:
         lines.append(f"Attempt {md.code(cell.attempt_id)} ({md.text(cell.origin)}, cell sha256 "
                      f"{md.code(cell.sha256)}).")
+        if cell.provenance is not None:
+            lines.append(_remote_line(binding, cell.provenance))
         if superseded:
             lines.append(f"{superseded} earlier attempt(s) superseded; see the evidence attachment.")
     if binding.local:
         lines.append("Local rehearsal: this evidence can never be published to TestOps.")
     return "\n\n".join(lines)
+
+
+def remote_run_url(binding: Binding, provenance: Mapping[str, Any]) -> str:
+    return f"{binding.server_url}/{provenance['source-repository']}/actions/runs/{provenance['source-run-id']}"
+
+
+def _remote_line(binding: Binding, provenance: Mapping[str, Any]) -> str:
+    run = md.link(md.code(f"run {provenance['source-run-id']}"), remote_run_url(binding, provenance))
+    return (f"Measured remotely by {run} (attempt "
+            f"{md.text(provenance['source-run-attempt'])}) of {md.code(provenance['source-repository'])}, workflow "
+            f"{md.code(provenance['source-workflow'])} at {md.code(provenance['source-ref'])}; artifact "
+            f"{md.code(provenance['source-artifact-name'])} (id {md.text(provenance['source-artifact-id'])}, archive "
+            f"sha256 {md.code(provenance['archive-sha256'])}); imported as {md.code(provenance['import-key'])} "
+            f"(measurement {md.code(provenance['measurement-key'])}).")
 
 
 def _steps(case: Case, cell: CellResult | None, start: int, stop: int) -> list[dict[str, Any]]:
@@ -262,6 +281,8 @@ def result_document(
         "links": [
             {"name": "CI run", "url": binding.run_url, "type": "link"},
             {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
+            *([{"name": "Remote run", "url": remote_run_url(binding, cell.provenance), "type": "link"}]
+              if cell is not None and cell.provenance is not None else []),
         ],
         "steps": _steps(case, cell, start, stop),
         "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",

@@ -62,14 +62,16 @@ def _what(unit: Unit, trials: int) -> str:
 
 
 def judge(budget: Budget, plan: MatrixPlan, figures: Mapping[Unit, Mapping[str, Figure]],
-          recorded: Container[Unit], admitted: Container[Unit], counts: Mapping[str, int]) -> Judgement:
+          recorded: Container[Unit], admitted: Container[Unit], counts: Mapping[str, int],
+          total: int) -> Judgement:
     """Re-check the budget over the plan's jobs (module docstring). ``figures``: each unit's usage totals;
     ``recorded``: units with any cell (admitted or rejected); ``admitted``: units with an admitted cell;
-    ``counts``: case key -> its trials count (for messages)."""
+    ``counts``: case key -> its trials count (for messages); ``total``: the trials the worker jobs run (the
+    plan's denominator)."""
     verdicts: dict[Unit, Verdict] = {}
     jobs: list[JobSpend] = []
     for job, units in plan.jobs().items():
-        allowance = budget_row(budget, len(units), sum(counts.values())).get("job", {})
+        allowance = budget_row(budget, len(units), total).get("job", {})
         spend = JobSpend(job, allowance, {name: 0 for name in allowance})
         for unit in units:
             what = _what(unit, counts[unit[0]])

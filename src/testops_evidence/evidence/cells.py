@@ -105,9 +105,12 @@ class CellResult:
     document: Mapping[str, Any]
     sha256: str  # digest of the bytes read (adapted cells: of their canonical JSON)
     source: str  # path below the cell-results directory, for messages and the receipt
-    origin: str = "cell"  # cell | junit | allure-results
+    origin: str = "cell"  # cell | junit | allure-results | ... | remote
     inputs: tuple[tuple[str, str], ...] = ()  # adapted cells: (path, sha256) of the reports read
     worker: str | None = None  # the worker job whose artifact held it (per-job layout)
+    # A remote cell (origin "remote"): its import record as the ledger holds it — source run, artifact and
+    # document digests from the Actions API, never from the archive.
+    provenance: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -156,6 +159,8 @@ class CellResult:
             row["trial"] = self.document["trial"]
         if self.worker is not None:
             row["worker"] = self.worker
+        if self.provenance is not None:
+            row["remote"] = dict(self.provenance)
         return row
 
 
@@ -229,6 +234,7 @@ class CellFile:
     data: bytes | None = None
     adapted: CellResult | None = None
     failure: Refusal | None = None
+    remote: bool = False  # a remote cell from the ledger (``adapted``): bound by its import, not by a worker
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,7 @@ class Binding:
     run_attempt: int | None = None
     # (case key, trial) -> worker job; None: the cells are one trust domain
     owners: Mapping[tuple[str, int], str] | None = None
+    remote: frozenset[str] = frozenset()  # cases another workflow measures: cells only from the ledger
 
 
 def is_case_scoped(refusal: Refusal) -> bool:
@@ -325,7 +332,13 @@ def _attribute(item: CellFile, document: Any, binding: Binding, by_key: Mapping[
                       f"contract measures {trials} time(s)", field=f"{key}/trial", expected=f"1..{trials}",
                       actual=trial)
     unit = (key, trial)
-    if binding.owners is not None and binding.owners.get(unit) != item.worker:
+    if (key in binding.remote) != item.remote:
+        where = "the ledger (export's ledger input)" if key in binding.remote else "a worker job of this run"
+        raise Refusal("export.cell_origin", f"cell {item.source} for case {key!r} did not come from {where}: the "
+                      f"contract says the case is measured by {'another workflow' if key in binding.remote else 'its workers'}",
+                      field=f"{key}/measured-by", expected="remote" if key in binding.remote else "worker",
+                      actual="worker" if key in binding.remote else "remote")
+    if not item.remote and binding.owners is not None and binding.owners.get(unit) != item.worker:
         what = f"case {key!r}" if trials == 1 else f"trial {trial} of case {key!r}"
         raise Refusal("export.cell_origin", f"cell {item.source} for {what} arrived in the artifact of "
                       f"worker job {item.worker!r}, but the matrix plan assigned it to "

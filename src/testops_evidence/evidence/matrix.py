@@ -147,6 +147,8 @@ class Piece:
 def pieces(cases: Sequence[Case]) -> list[Piece]:
     out: list[Piece] = []
     for case in cases:
+        if case.remote:
+            continue  # measured by another workflow: its cells come from the ledger, not from a job of this run
         ordinals = tuple(range(1, case.trials.count + 1))
         if case.trials.repeated and case.trials.jobs == "per-trial":
             out += [Piece(case, (n,)) for n in ordinals]
@@ -239,7 +241,7 @@ def plan_matrices(cases: Sequence[Case], lanes: Mapping[str, int], *,
         result[name] = LaneMatrix(lane=name, include=tuple(rows), max_parallel=int(lanes.get(name, 1)),
                                   case_count=len(members), sharded=sharded)
     if budget is not None:
-        total = sum(case.trials.count for case in cases)
+        total = sum(case.trials.count for case in cases if not case.remote)
         for lane in result.values():
             for row in lane.include:
                 row["budget"] = budget_row(budget, len(units_of(row)), total)

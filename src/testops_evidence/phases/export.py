@@ -17,19 +17,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from testops_evidence import ledger as ledgers
 from testops_evidence import summary
 from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure, previous, usage
+from testops_evidence.evidence import allure, previous, remote_cells, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
 from testops_evidence.evidence.matrix import Unit, plan_matrices
-from testops_evidence.evidence.receipt import RECEIPT_LIMIT, RECEIPT_SCHEMA, default_receipt_path
+from testops_evidence.evidence.receipt import RECEIPT_LIMIT, RECEIPT_SCHEMA, default_receipt_path, receipt_from_bytes
 from testops_evidence.evidence.selection import (
     Selection,
+    check_sha256,
     load_selection,
     read_document_bytes,
     read_travelled,
@@ -92,10 +94,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
     else:
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
                              "case is exported as broken (not recorded)")
+    remote = _remote_cells(ctx, contract, cases, selection)
+    if remote is not None:
+        files = [*files, *remote.files]
     bound = admit(files, CellBinding(
         selection_sha256=selection.digest, head_sha=context.head_sha, profile=selection.document["profile"],
         selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
-        owners=workers.owners if workers is not None else None))
+        owners=workers.owners if workers is not None else None,
+        remote=frozenset(case.key for case in cases if case.remote)))
     accounts = usage.account(((case.key, case.lane, n, _attempt_figures(bound.get((case.key, n))))
                               for case in cases for n in range(1, case.trials.count + 1)), USAGE_ALLOWED)
     judgement = _judge_budget(contract, cases, bound, accounts)
@@ -141,11 +147,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "usage": accounts.receipt_block(),
         **({"budget": _budget_block(contract.budget, judgement)} if judgement is not None else {}),
         **({"rerun-of": selection.document["rerun-of"]} if "rerun-of" in selection.document else {}),
+        **({"ledger": remote.receipt_block()} if remote is not None else {}),
         **({"comparison": comparison} if comparison is not None else {}),
         "results": rows,
     }
     receipt_bytes = pretty_json(receipt)
     try:
+        # The receipt is checked as upload and verify will read it, before it is written: export never
+        # leaves a receipt they would refuse (a refusal here removes the results directory too).
+        receipt_from_bytes(receipt_bytes, str(receipt_path))
         write_once(receipt_path, receipt_bytes)
     except Refusal as refusal:
         # Without its receipt nothing publishes the results directory, and its presence would refuse the
@@ -179,7 +189,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
             **cost_outputs(accounts.campaign.get(usage.COST)),
             **comparison_outputs(comparison),
         },
-        summary=_summary(rows, outcomes, accounts, judgement, comparison, selection, digest_given, results_dir, receipt_path, workers,
+        summary=_summary(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
                          present),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
@@ -224,6 +234,51 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
     return Workers(f"{prefix}-cells-{run_attempt}-", plan.jobs(), collected if isinstance(collected, dict) else None)
 
 
+class RemoteCells:
+    """The ledger's cells of the selected remote cases (evidence/remote_cells.py) and what did not count."""
+
+    def __init__(self, path: Path, sha256: str | None, digest_given: bool, files: list[CellFile],
+                 not_counted: list[remote_cells.NotCounted]) -> None:
+        self.path, self.sha256, self.digest_given = path, sha256, digest_given
+        self.files, self.not_counted = files, not_counted
+
+    def receipt_block(self) -> dict[str, Any]:
+        return {"path": str(self.path), "sha256": self.sha256, "cells": len(self.files),
+                "not-counted": [{"case": n.case, "ordinal": n.ordinal, "why": n.why} for n in self.not_counted]}
+
+
+def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection: Selection) -> RemoteCells | None:
+    """With cases measured by another workflow: the ledger's cells for them (None when there are none).
+
+    ``ledger-sha256``, when given, must be the digest of the ledger's bytes (the import job's output): a
+    ledger that crossed jobs as an artifact is bound by it like the selection. Without the ledger file the
+    remote cases are not recorded (broken), with a warning."""
+    if not any(case.remote for case in cases):
+        return None
+    path = ctx.settings.path("ledger") or Path("campaign-ledger.json")
+    expected = ctx.settings.string("ledger-sha256")
+    if expected is not None:
+        check_sha256(expected, "ledger-sha256")
+    found = ledgers.read(path)
+    if found is None:
+        if expected is not None:
+            raise Refusal("export.ledger", f"the ledger {path} whose digest was given does not exist", field="ledger",
+                          expected=expected, actual=None)
+        ctx.runtime.annotate("warning", f"the ledger {path} does not exist: the cases measured remotely are "
+                             "exported as broken (not recorded)", title="export.ledger")
+        return RemoteCells(path, None, False, [], [])
+    ledger, data = found
+    digest = sha256_bytes(data)
+    if expected is not None and digest != expected:
+        raise Refusal("export.ledger", f"the ledger {path} does not hash to ledger-sha256: it changed after import",
+                      field="ledger-sha256", expected=expected, actual=digest)
+    if ledger.campaign != contract.campaign:
+        raise Refusal("ledger.foreign_campaign", f"the ledger {path} belongs to campaign {ledger.campaign!r}",
+                      field="campaign", expected=contract.campaign, actual=ledger.campaign)
+    files, not_counted = remote_cells.ledger_cells(ledger, cases, selection.digest, path.name)
+    return RemoteCells(path, digest, expected is not None, files, not_counted)
+
+
 def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts) -> dict[str, Any] | None:
     """The comparison with the baseline the selection bound (None: no compare-with)."""
     if "baseline" not in selection.document:
@@ -261,7 +316,8 @@ def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell]
     figures = {(case.key, n): usage.totals(_attempt_figures(bound.get((case.key, n))), counters)
                for case in cases for n in range(1, case.trials.count + 1)}
     admitted = {unit for unit, b in bound.items() if b.cell is not None}
-    return judge(contract.budget, plan, figures, set(bound), admitted, {c.key: c.trials.count for c in cases})
+    return judge(contract.budget, plan, figures, set(bound), admitted, {c.key: c.trials.count for c in cases},
+                 sum(c.trials.count for c in cases if not c.remote))
 
 
 def _budget_block(budget: Any, judgement: Judgement) -> dict[str, Any]:
@@ -416,6 +472,7 @@ def _summary(
     accounts: usage.Accounts,
     judgement: Judgement | None,
     comparison: dict[str, Any] | None,
+    remote: RemoteCells | None,
     selection: Selection,
     digest_given: bool,
     results_dir: Path,
@@ -477,6 +534,8 @@ def _summary(
              outcomes[row["key"]].verdict.message or "every check passed")
             for row in rows
         ]))
+    if remote is not None:
+        parts.append(_remote_section(remote))
     parts.append(_usage_section(accounts))
     if judgement is not None:
         parts.append(_budget_section(judgement))
@@ -502,6 +561,26 @@ def _rerun_row(selection: Selection) -> list[tuple[str, Any]]:
     return [("re-run of", summary.Markdown(
         f"{run_link}: its {len(block['cases'])} cases that did "
         f"not pass (receipt {summary.code(block['receipt-sha256'])})"))]
+
+
+def _remote_section(remote: RemoteCells) -> str:
+    lines = ["\n### Remote cells\n\n"]
+    if remote.sha256 is None:
+        return lines[0] + f"No ledger at {summary.code(remote.path)}: the cases measured remotely are not recorded.\n"
+    bound = "the import's ledger-sha256" if remote.digest_given else "its digest (no ledger-sha256 was given)"
+    lines.append(f"{len(remote.files)} cell(s) from the ledger {summary.code(remote.path)} (sha256 "
+                 f"{summary.code(remote.sha256)}, bound by {bound}), each with the provenance its import recorded.\n")
+    rows = [(summary.code(f.case or ""), f.adapted.trial if f.adapted else "—",
+             summary.code((f.adapted.provenance or {}).get("import-key", "")) if f.adapted else "—",
+             summary.code(f"{(f.adapted.provenance or {}).get('source-repository')}#"
+                          f"{(f.adapted.provenance or {}).get('source-run-id')}") if f.adapted else "—")
+            for f in remote.files]
+    if rows:
+        lines.append("\n" + summary.table(("case", "trial", "import key", "source run"), rows, limit=100))
+    if remote.not_counted:
+        lines.append("\n\nNot counted: " + ", ".join(
+            f"{summary.code(f'{n.case} #{n.ordinal}')} ({summary.text(n.why)})" for n in remote.not_counted[:50]) + ".\n")
+    return "".join(lines)
 
 
 def _usage_section(accounts: usage.Accounts) -> str:

@@ -19,7 +19,7 @@ from testops_evidence.contract import Contract, RemotePolicy
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence.archive import extract_zip
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import read_safe_path
+from testops_evidence.safeio import read_safe_path, sha256_bytes
 
 RECEIPT_SCHEMA = "testops-evidence/import-receipt/v1"
 DEFAULT_LEDGER = "campaign-ledger.json"
@@ -90,7 +90,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
                     f"{summary.code(ledger_path)}; the ledger is unchanged.")
     return PhaseResult(headline=headline, summary=_body(progress, ledger_path, transaction),
                        outputs={"imported-count": imported, "duplicate-count": duplicates,
-                                "ledger-path": str(ledger_path)})
+                                "ledger-path": str(ledger_path), "ledger-sha256": _ledger_digest(ledger_path)})
+
+
+def _ledger_digest(path: Path) -> str:
+    found = ledgers.read(path)
+    return sha256_bytes(found[1]) if found is not None else ""
 
 
 # --- collection and validation ---------------------------------------------------------------------------

@@ -20,9 +20,8 @@ from testops_evidence import __version__, summary
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import attestation
+from testops_evidence.evidence import attestation, previous
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
-from testops_evidence.evidence import previous
 from testops_evidence.evidence.usage import COST, show
 from testops_evidence.runner import PhaseContext, PhaseResult
 
