@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--smoke]
 
 Prints one line per figure: ``ok``/``MISS``, the figure, its target and the measured sides. Names:
-select, export, verify, upload, digest, import, startup, footprint, yaml. ``--quick`` repeats less (about two
+select, export, verify, upload, trials, digest, import, startup, footprint, yaml. ``--quick`` repeats less (about two
 minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
 script from rotting; its timings mean nothing). Figures and the command are recorded in BENCHMARKS.md.
 
@@ -50,6 +50,7 @@ class Config:
         self.digest_bytes = (1 if smoke else 512) * 1024 * 1024
         self.import_sizes = (10, 20) if smoke else (1_000, 2_000)
         self.startup_repeat = 3 if smoke else (30 if quick else 60)
+        self.trial_cases, self.trial_count = (4, 3) if smoke else (1_000, 5)
 
 
 @contextmanager
@@ -266,6 +267,118 @@ def publication_figures(cfg: Config) -> dict[str, list[Figure]]:
 
 def bench_verify(cfg: Config) -> list[Figure]:
     return publication_figures(cfg)["verify"]
+
+
+# --- repeated trials: export and verify at 1,000 cases x 5 trials ---------------------------------------
+
+
+def trials_contract(cases: int, count: int, *, testops: bool = False) -> Any:
+    from evidence_support import small_contract
+    from testops_evidence.contract import contract_from_document
+
+    document = json.loads(json.dumps(small_contract(cases=cases, testops=testops).document))
+    document["trials"] = {"count": count, "verdict": {"at-least": count - 1}}
+    return contract_from_document(document)
+
+
+def trial_cells(contract: Any) -> list[dict[str, Any]]:
+    """One cell per (case, trial), every fifth trial failing, each reporting its cost."""
+    from evidence_support import cell
+
+    cells = []
+    for index, case in enumerate(contract.cases):
+        for n in range(1, case.trials.count + 1):
+            failing = (index + n) % 5 == 0
+            document = cell(contract, case.key, attempt=f"a-{case.key}-t{n}", disposition=(
+                "behavior_failure" if failing else "passed"), failed=list(case.checks)[:1] if failing else ())
+            document["trial"] = n
+            document["usage"] = {"input-tokens": 1000 + n, "cost-nanodollars": 61_230_000}
+            cells.append(document)
+    return cells
+
+
+def bench_trials(cfg: Config) -> list[Figure]:
+    """Issue 16: a campaign of 1,000 cases measured 5 times each — 5,000 cells, 6,000 results (each trial
+    and each case's verdict). Export against ``json.dump`` of the same files, as figure 2; upload and
+    verify against the TestOps test server, requests per published result, as figures 3 and 4."""
+    from evidence_support import SENTINEL, TestOpsCampaign, actions_env, make_selection, uuid_factory, write_cells
+    from evidence_support import write_contract as write_contract_file
+    from servers.testops_server import TestOpsServer
+
+    n, k = cfg.trial_cases, cfg.trial_count
+    figures: list[Figure] = []
+    contract = trials_contract(n, k)
+    env = actions_env()
+    with workspace("trials") as work:
+        selection, digest = make_selection(work, contract, env)
+        contract_path = write_contract_file(contract, work / "contract.json")
+        cells = write_cells(work / "cells", trial_cells(contract), digest)
+        counter = iter(range(1_000_000))
+        outputs: list[Path] = []
+        documents: list[tuple[str, Any]] = []
+        others: list[tuple[str, bytes]] = []
+
+        def fresh(kind: str) -> Path:
+            base = work / f"{kind}-{next(counter)}"
+            base.mkdir()
+            outputs.append(base)
+            return base
+
+        def export() -> None:
+            base = fresh("export")
+            options = {"contract": str(contract_path), "selection-path": str(selection), "selection-sha256": digest,
+                       "cell-results": str(cells), "results-dir": str(base / "allure-results"),
+                       "state-dir": str(base / "state")}
+            code = run_in_process("export", options, env, new_uuid=uuid_factory())
+            if code not in (0, 1):
+                raise SystemExit(f"export of {n}x{k} trials failed with exit {code}")
+            if not documents:
+                files = sorted((base / "allure-results").iterdir())
+                documents.extend((f.name, json.loads(f.read_bytes())) for f in files if f.suffix == ".json")
+                others.extend((f.name, f.read_bytes()) for f in files if f.suffix != ".json")
+
+        def baseline() -> None:
+            out = fresh("baseline")
+            for name, document in documents:
+                with open(out / name, "w", encoding="utf-8") as handle:
+                    json.dump(document, handle, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+            for name, data in others:
+                (out / name).write_bytes(data)
+
+        def clean() -> None:
+            while outputs:
+                shutil.rmtree(outputs.pop(), ignore_errors=True)
+            os.sync()
+
+        t_export, t_base = interleaved(export, baseline, repeat=cfg.repeat, setup=clean)
+        clean()
+    ratio = t_export / t_base
+    figures.append(Figure(f"export of {n} cases x {k} trials / json.dump of the same files", ratio, "<= 1.5",
+                          target(ratio <= 1.5, cfg), f"export={t_export:.3f}s json.dump={t_base:.3f}s "
+                          f"files={len(documents) + len(others)}"))
+    tested = trials_contract(n, k, testops=True)
+    with workspace("trials-publish") as work, TestOpsServer(token=SENTINEL, visible_after_polls=3) as server:
+        campaign = TestOpsCampaign(server, work, tested)
+        exported = campaign.export(trial_cells(tested))
+        if exported.exit_code not in (0, 1):
+            raise SystemExit(f"export of {n}x{k} trials failed: {exported.outputs}")
+        results = n * (k + 1)
+        server.reset_log()
+        done = campaign.run("upload")
+        if done.exit_code != 0:
+            raise SystemExit(f"upload of {n}x{k} trials failed: {done.outputs}")
+        per = len(server.log) / results
+        figures.append(Figure(f"upload requests per result ({n} x {k} trials: {results} results)", per, "<= 0.02",
+                              target(per <= 0.02, cfg), f"requests={len(server.log)}"))
+        server.reset_log()
+        checked = campaign.run("verify")
+        if checked.exit_code not in (0, 1) or checked.outputs.get("verified-count") != str(n):
+            raise SystemExit(f"verify of {n}x{k} trials failed: {checked.outputs}")
+        per = len(server.log) / results
+        figures.append(Figure(f"verify requests per result ({n} x {k} trials: {results} results, depth page)", per,
+                              "<= 0.01", target(per <= 0.01, cfg),
+                              f"requests={len(server.log)}, visible after 3 polls, verified={n} cases"))
+    return figures
 
 
 def bench_upload(cfg: Config) -> list[Figure]:
@@ -487,6 +600,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "export": bench_export,
     "verify": bench_verify,
     "upload": bench_upload,
+    "trials": bench_trials,
     "digest": bench_digest,
     "import": bench_import,
     "startup": bench_startup,

@@ -16,7 +16,8 @@ def test_every_benchmark_runs_in_its_smoke_configuration() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for figure in ("select+matrices", "export of 20 cells", "verify requests per result (100 results",
                    "upload requests per result (100 results)", "sha256_file / openssl", "import t(20)/t(10)",
-                   "start-up verify-selection", "start-up --version"):
+                   "start-up verify-selection", "start-up --version", "export of 4 cases x 3 trials",
+                   "verify requests per result (4 x 3 trials"):
         assert figure in done.stdout, done.stdout
     assert "0 of " in done.stdout
 
