@@ -170,7 +170,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     origin = "+".join(option for option in given)
     document = framework_cell(case, runs, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
                               selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
-                              origin=origin)
+                              origin=origin, trial=trial)
     if trial is not None:
         document["trial"] = trial
         if attempt is None and trial > 1:

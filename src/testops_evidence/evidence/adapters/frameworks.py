@@ -113,6 +113,17 @@ class FrameworkRun:
     def cases(self) -> set[str]:
         return {unit.case for unit in self.units}
 
+    def trials(self, case: str) -> list[int]:
+        """The epoch or repeat ordinals the log measured ``case`` in."""
+        return sorted({unit.trial for unit in self.units if unit.case == case})
+
+    def only_trial(self, case: str, trial: int) -> FrameworkRun:
+        """The log as if it had measured ``case`` only in epoch (or repeat) ``trial``: the units and outcomes
+        of its other ordinals are left out; other cases are untouched."""
+        others = {unit.name for unit in self.units if unit.case == case and unit.trial != trial}
+        return FrameworkRun(self.tool, self.items, tuple(o for o in self.outcomes if o.unit not in others),
+                            tuple(u for u in self.units if u.name not in others), self.incomplete, self.notes)
+
 
 def usage_note(report: UsageReport) -> list[str]:
     missing = report.incomplete()
@@ -262,11 +273,15 @@ def artifact_name(path: str, default: str) -> str:
 def framework_cell(case: Case, runs: Sequence[tuple[str, FrameworkRun]], outcomes: Sequence[Outcome] = (), *,
                    source_sha: str, profile: Mapping[str, str], inputs: Sequence[tuple[str, str]],
                    selection_sha256: str, fallback_time: float, attempt_id: str | None = None,
-                   origin: str) -> dict[str, Any]:
+                   origin: str, trial: int | None = None) -> dict[str, Any]:
     """A ``cell-result/v2`` document for ``case`` from report outcomes (JUnit, allure-results) and the
     framework logs ``runs`` (source, run): every unit a log promised for the case must have measured every
-    check it maps to, and usage goes in only where its coverage is complete (the rest is named in the
-    message). Logs of which none measured the case make every check not recorded."""
+    check it maps to, and usage goes in with its coverage. Logs of which none measured the case make every
+    check not recorded.
+
+    ``trial``: the cell of one trial of a case measured several times. When the log measured the case in
+    several epochs (repeats), only that epoch's units count — **epochs are trials** (issue 16); a log of one
+    epoch is the trial it was run for. A log without that epoch makes every check not recorded."""
     common: dict[str, Any] = {"source_sha": source_sha, "profile": profile, "inputs": inputs,
                               "selection_sha256": selection_sha256, "fallback_time": fallback_time,
                               "attempt_id": attempt_id, "origin": origin}
@@ -279,6 +294,12 @@ def framework_cell(case: Case, runs: Sequence[tuple[str, FrameworkRun]], outcome
         why = (f"no sample or test of the evaluation log(s) belongs to case {case.key!r} "
                f"(they measured: {shown or 'nothing'})")
         return build_cell(case, outcomes, **common, incomplete=why)
+    if trial is not None and len(run.trials(case.key)) > 1:
+        if trial not in run.trials(case.key):
+            why = (f"the log measured case {case.key!r} in epochs {', '.join(map(str, run.trials(case.key)))}, "
+                   f"not in epoch {trial}")
+            return build_cell(case, outcomes, **common, incomplete=why)
+        run = run.only_trial(case.key, trial)
     report = run.usage(case.key)
     return build_cell(case, [*outcomes, *run.outcomes], **common, expected_units=run.expected_units(case.key),
                       incomplete=run.incomplete, usage=report.figures(),

@@ -248,6 +248,37 @@ def adapt_reports(
     return adapted_cell(document, relpath or ".", inputs, origin, worker=worker)
 
 
+def adapt_trials(root: str | Path, relpath: str, case: Case, *, source_sha: str, profile: Mapping[str, str],
+                 selection_sha256: str, fallback_time: float, worker: str | None = None) -> list[CellResult]:
+    """The cells of a case directory: one per epoch (repeat) of a framework log that measured a case the
+    contract measures several times — its epochs are its trials — else the one cell of :func:`adapt_reports`.
+    A log with more epochs than the case has trials is refused (``export.adapter``)."""
+    if case.trials.repeated:
+        runs, _inputs = _framework_reports(root, relpath)
+        ordinals = sorted({n for _, (_, run) in runs for n in run.trials(case.key)})
+        if len(ordinals) > 1:
+            if ordinals[-1] > case.trials.count:
+                raise Refusal("export.adapter", f"{relpath} holds a log that measured case {case.key!r} in "
+                              f"{ordinals[-1]} epochs, but the contract measures it {case.trials.count} times",
+                              field=relpath, expected=f"epochs 1..{case.trials.count}", actual=ordinals)
+            outcomes, inputs = read_reports(root, relpath)
+            _runs, framework_inputs = _framework_reports(root, relpath)
+            inputs += framework_inputs
+            origin = "+".join(sorted({kind for kind, _ in runs}))
+            cells = []
+            for trial in ordinals:
+                document = framework_cell(case, [run for _, run in runs], outcomes, source_sha=source_sha,
+                                          profile=profile, inputs=inputs, selection_sha256=selection_sha256,
+                                          fallback_time=fallback_time, origin=origin, trial=trial)
+                document["trial"] = trial
+                document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
+                cells.append(adapted_cell(document, f"{relpath or '.'}#{trial}", inputs, origin, worker=worker))
+            return cells
+    one = adapt_reports(root, relpath, case, source_sha=source_sha, profile=profile,
+                        selection_sha256=selection_sha256, fallback_time=fallback_time, worker=worker)
+    return [] if one is None else [one]
+
+
 def _has_reports(inside: Sequence[Entry]) -> bool:
     return any((not i.is_dir and i.name.endswith((".xml", ".eval")))
                or (i.is_dir and i.name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)) for i in inside)
@@ -282,14 +313,14 @@ class _Reader:
             return [CellFile(relpath, case=key, worker=worker, failure=Refusal(
                 "export.adapter", f"{relpath} holds reports for {key!r}, which is no contract case"))]
         try:
-            adapted = adapt_reports(self.root, relpath, case, source_sha=self.source_sha, profile=self.profile,
-                                    selection_sha256=self.selection_sha256, fallback_time=self.fallback_time,
-                                    worker=worker)
+            adapted = adapt_trials(self.root, relpath, case, source_sha=self.source_sha, profile=self.profile,
+                                   selection_sha256=self.selection_sha256, fallback_time=self.fallback_time,
+                                   worker=worker)
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise  # an unsafe path or an oversized file is refused, never attributed
             return [CellFile(relpath, case=key, worker=worker, failure=refusal)]
-        return [] if adapted is None else [CellFile(relpath, case=key, worker=worker, adapted=adapted)]
+        return [CellFile(cell.source, case=key, worker=worker, adapted=cell) for cell in adapted]
 
     def merged(self) -> list[CellFile]:
         files: list[CellFile] = []
