@@ -93,7 +93,8 @@ def test_upload_then_verify_with_results_that_appear_after_several_polls(server:
     verify = campaign.run("verify")
     assert verify.exit_code == 1, verify.summary  # published and verified; one case failed
     assert {k: v for k, v in verify.outputs.items() if not k.startswith("attestation")} == {
-        "verified-count": "3", "all-passed": "false"}
+        "verified-count": "3", "all-passed": "false", "cost-nanodollars": "", "cost-coverage": "unavailable",
+        "comparison": "", "regressions": "[]"}
     statement = json.loads(Path(verify.outputs["attestation-path"]).read_text())
     assert statement["predicate"]["backend"] == "testops"
     assert statement["predicate"]["launch"]["id"] == campaign.launch["id"]

@@ -134,9 +134,6 @@ def _rate(row: Mapping[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def _cost(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    figure = (row.get("usage") or {}).get("cost-nanodollars")
-    return figure if isinstance(figure, Mapping) else None
 
 
 def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,

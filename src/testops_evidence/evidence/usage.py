@@ -39,6 +39,13 @@ class Figure:
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "coverage": self.coverage}
 
+    def to_cell_json(self) -> int | dict[str, Any]:
+        """As a cell reports it (and the receipt's rows record it): an integer when reported, else
+        ``{"value", "coverage"}`` or ``{"coverage": "unavailable"}`` — compact for 10,000-row receipts."""
+        if self.value is None:
+            return {"coverage": UNAVAILABLE}
+        return self.value if self.coverage == REPORTED else {"value": self.value, "coverage": self.coverage}
+
     def to_total_json(self) -> dict[str, Any]:
         return {"value": self.value, "coverage": self.coverage, "figures": self.figures, "known": self.known}
 

@@ -419,7 +419,7 @@ def _write_results(
 
 
 def _usage_row(figures: Mapping[str, usage.Figure]) -> dict[str, Any]:
-    return {name: figure.to_json() for name, figure in figures.items()}
+    return {name: figure.to_cell_json() for name, figure in figures.items()}
 
 
 def _cell_fields(bound: BoundCell | None, decision: Verdict) -> dict[str, Any]:
