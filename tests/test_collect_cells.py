@@ -137,10 +137,10 @@ def test_export_reads_exactly_the_artifacts_collect_cells_verified(tmp_path: Pat
     options, env = world(tmp_path, github)
     assert collect(tmp_path, github, (options, env)).exit_code == 0
     cells = tmp_path / "cell-results"
-    for job, keys in list(JOBS.items())[:2]:  # the third artifact "went missing" after the check
+    for job, units in list(JOBS.items())[:2]:  # the third artifact "went missing" after the check
         directory = cells / f"{PREFIX}-cells-1-{job}"
         directory.mkdir(parents=True)
-        for key in keys:
+        for key, _trial in units:
             (directory / f"{key}.json").write_text(json.dumps(bound_to(cell(CONTRACT, key),
                                                                        options["selection-sha256"])))
     export_options = {**options, "cell-results": str(cells), "results-dir": str(tmp_path / "out")}

@@ -220,7 +220,10 @@ def test_new_and_not_selected_cases_are_named(tmp_path: Path, github: GitHubServ
     # verify shows the same comparison, from the receipt it verified.
     env = {k: v for k, v in select_job_env(github, tmp_path).items() if k != "GITHUB_TOKEN"}
     base = {"contract": str(tmp_path / "contract.json"), "results-dir": str(results), "backend": "files",
-            "state-dir": str(tmp_path / "state"), "report": "never"}
+            "state-dir": str(tmp_path / "state"), "report": "never",
+            "receipt-sha256": exported.outputs["receipt-sha256"],
+            "selection-path": str(tmp_path / "out" / "selection.json"),
+            "selection-sha256": run.outputs["selection-sha256"]}
     assert run_mode("upload", tmp_path, base, env).exit_code == 0
     verify = run_mode("verify", tmp_path, base, env)
     assert (verify.exit_code, verify.outputs["comparison"], verify.outputs["regressions"]) == (0, "compared", "[]")

@@ -407,7 +407,8 @@ def test_the_files_backend_publishes_and_verifies_every_trial(tmp_path: Path) ->
     assert run.exit_code == 0, run.summary
     env = actions_env()
     base = {"contract": options["contract"], "results-dir": options["results-dir"], "state-dir": str(tmp_path / "state"),
-            "backend": "files"}
+            "backend": "files", "receipt-sha256": run.outputs["receipt-sha256"],
+            "selection-path": options["selection-path"], "selection-sha256": options["selection-sha256"]}
     upload = run_mode("upload", tmp_path, base, env)
     assert upload.exit_code == 0, upload.summary
     verify = run_mode("verify", tmp_path, base, env)
