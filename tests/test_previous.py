@@ -144,14 +144,13 @@ def test_rerun_from_a_run_finds_its_receipt_in_that_runs_artifacts(tmp_path: Pat
     data = receipt.read_bytes()
     github.add_run(REPOSITORY, EARLIER, path=WORKFLOW, status="completed", conclusion="failure")
     github.add_artifact(EARLIER, "testops-evidence-cells-1-native-flaky", zipped({"flaky.json": b"{}"}))
-    github.add_artifact(EARLIER, "testops-evidence-results-1", zipped({"allure-results-receipt.json": data,
-                                                                       "allure-results/x-result.json": b"{}"}))
+    archive = zipped({"allure-results-receipt.json": data, "allure-results/x-result.json": b"{}"})
+    github.add_artifact(EARLIER, "testops-evidence-results-1", archive)
     run = select(tmp_path, github, contract, **{"rerun-from": f"run:{EARLIER}", "rerun-from-sha256": sha256_bytes(data)})
     assert run.exit_code == 0, run.summary
     rerun = json.loads((tmp_path / "out" / "selection.json").read_text())["rerun-of"]
     assert (rerun["source"], rerun["artifact"], rerun["cases"]) == ("artifact", "testops-evidence-results-1", ["human"])
-    assert rerun["artifact-sha256"] == sha256_bytes(zipped({"allure-results-receipt.json": data,
-                                                            "allure-results/x-result.json": b"{}"}))
+    assert rerun["artifact-sha256"] == sha256_bytes(archive)
 
 
 # --- compare-with ----------------------------------------------------------------------------------------
