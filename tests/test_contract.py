@@ -302,6 +302,19 @@ def test_a_json_contract_with_a_schema_error_names_the_pointer(tmp_path: Path) -
     assert err.field == "/cases/0/lane"
 
 
+@pytest.mark.parametrize("data", [b"version: 1\ncampaign: x\ntrust: [unclosed\n", b"version: 1\n",
+                                  "campaign: caf\u00e9\n".encode("latin-1")])
+def test_a_contract_problem_names_the_file_by_its_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            data: bytes) -> None:
+    # Several directories hold a testops-evidence.yml; the base name alone does not say which one is wrong.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "testops-evidence.yml").write_bytes(data)
+    with pytest.raises(Refusal) as caught:
+        load_contract(".github/testops-evidence.yml")
+    assert caught.value.message.startswith(".github/testops-evidence.yml is "), caught.value.message
+
+
 @pytest.mark.parametrize("name", ["c.yml", "c.json"])
 def test_non_utf8_is_refused(tmp_path: Path, name: str) -> None:
     err = file_refusal(tmp_path, name, "campaign: café\n".encode("latin-1"))

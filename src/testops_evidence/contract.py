@@ -414,8 +414,9 @@ def load_contract(path: str | Path) -> Contract:
     except Refusal as exc:
         raise Refusal("contract.invalid", f"contract file {p} cannot be read safely: {exc.message}",
                       field="contract", expected=exc.expected, actual=exc.actual) from None
-    return contract_from_document(parse_contract_bytes(data, p.name), str(p), file_sha256=sha256_bytes(data),
-                                  text=data.decode("utf-8"), name=p.name)
+    # Messages name the file by the path as given (`.github/testops-evidence.yml`), never its base name alone.
+    return contract_from_document(parse_contract_bytes(data, str(p)), str(p), file_sha256=sha256_bytes(data),
+                                  text=data.decode("utf-8"), name=str(p))
 
 
 def contract_from_document(document: Any, source: str = "<contract>", *, file_sha256: str | None = None,
