@@ -117,6 +117,15 @@ def test_the_help_of_a_cli_only_command_lists_only_its_own_options(command: str,
         assert foreign not in shown
 
 
+@pytest.mark.parametrize("command", ["pages", "verify-selection", "collect-cells", "import", "verify-attestation"])
+def test_the_help_of_a_mode_that_never_talks_to_testops_has_no_testops_options(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    shown = set(re.findall(r"^  (--[a-z0-9-]+)", capsys.readouterr().out, flags=re.MULTILINE))
+    assert not shown & {"--backend", "--testops-endpoint", "--testops-project-id", "--fail-on-failed-cases"}, shown
+
+
 def test_a_secret_on_the_command_line_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["upload", "--testops-token", SENTINEL])

@@ -146,9 +146,11 @@ def test_yaml_contracts_in_the_docs_are_valid() -> None:
         contract_from_document(parse_contract_bytes(block.encode(), "docs.yml"))
 
 
-def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from testops_evidence import cli
+
+    monkeypatch.chdir(tmp_path)  # the page's refusal names the contract by the path given, as a user types it
 
     text = (DOCS / "contract.md").read_text()
     shown = re.search(r"```text\n(ERROR \[contract\.invalid\].*?)\n```", text, flags=re.DOTALL)
@@ -159,7 +161,7 @@ def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path,
     document["cases"] = [dict(case, key=k, **{"full-name": k}) for k in "abc"] + [
         dict(case, key="d", lane="cloud", **{"full-name": "d"})]
     (tmp_path / "contract.json").write_text(json.dumps(document, indent=2))
-    assert cli.main(["check", "--contract", str(tmp_path / "contract.json"), "--state-dir", str(tmp_path / "s"),
+    assert cli.main(["check", "--contract", "contract.json", "--state-dir", str(tmp_path / "s"),
                      "--summary-file", str(tmp_path / "summary.md")]) == errors.EXIT_USAGE
     assert shown.group(1) in capsys.readouterr().out
 

@@ -165,7 +165,7 @@ def test_typed_inputs_of_the_mode_are_validated_when_settings_are_resolved() -> 
     assert (err.code, err.exit_code) == ("input.deadline-seconds", EXIT_USAGE)
     err = refusal_of(Settings.resolve, "bootstrap", {"dry-run": "perhaps"}, {})
     assert err.code == "input.dry-run"
-    err = refusal_of(Settings.resolve, "export", {}, {"ALLURE_PROJECT_ID": "twelve"})
+    err = refusal_of(Settings.resolve, "select", {}, {"ALLURE_PROJECT_ID": "twelve"})
     assert err.code == "input.testops-project-id"
 
 
@@ -173,6 +173,8 @@ def test_typed_inputs_of_other_modes_are_not_validated() -> None:
     # The runner sets every input of action.yml; another mode's input is not this step's business.
     settings = Settings.resolve("export", {}, {"INPUT_DEADLINE-SECONDS": "soon", "INPUT_DRY-RUN": "perhaps"})
     assert settings.string("deadline-seconds") == "soon"
+    # A TestOps variable of the job is no business of a phase that never talks to TestOps.
+    assert Settings.resolve("pages", {}, {"ALLURE_PROJECT_ID": "twelve"}).string("testops-project-id") == "twelve"
 
 
 def test_path_refuses_a_nul_byte() -> None:

@@ -76,20 +76,22 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("contract", "The campaign contract file (YAML or JSON), relative to the workspace.",
               ".github/testops-evidence.yml", (ALL, "check", "rehearse", "cell"), kind="path"),
     InputSpec("backend", "Where evidence goes: `testops` or `files`. Empty: `testops` if the contract has a "
-              "`testops` section, else `files`.", "", (ALL, "check")),
+              "`testops` section, else `files`.", "", ("guard", "select", "upload", "verify", "check")),
     InputSpec("github-token", "Token for the GitHub REST API (run, artifacts). Honours GITHUB_API_URL (GHES).",
               "${{ github.token }}", kind="secret", env_fallbacks=("GITHUB_TOKEN", "GH_TOKEN")),
     InputSpec("testops-token", "Allure TestOps API token; only for the token phases (bootstrap, launch, select, "
               "upload, verify, reconcile). Worker phases refuse if any TestOps token variable exists.",
               None, kind="secret", env_fallbacks=("ALLURE_TOKEN", "TESTOPS_TOKEN")),
+    # Only the phases that talk to TestOps (TOKEN_PHASES) read these: every other --help stays free of them.
     InputSpec("testops-endpoint", "Override of the contract's TestOps endpoint.", "",
-              env_fallbacks=("ALLURE_ENDPOINT",)),
+              ("bootstrap", "launch", "select", "upload", "verify", "reconcile"), env_fallbacks=("ALLURE_ENDPOINT",)),
     InputSpec("testops-project-id", "Override of the contract's TestOps project id.", "",
-              kind="int", env_fallbacks=("ALLURE_PROJECT_ID",)),
+              ("bootstrap", "launch", "select", "upload", "verify", "reconcile"), kind="int",
+              env_fallbacks=("ALLURE_PROJECT_ID",)),
     InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence (in the Docker action the mounted runner temp, else the workspace; outside Actions ./.testops-evidence/state).",
               "", (ALL, *CLI_ONLY), kind="path"),
-    InputSpec("fail-on-failed-cases", "Exit 1 when evidence is complete but not every case passed.",
-              "true", kind="bool"),
+    InputSpec("fail-on-failed-cases", "export / verify: exit 1 when the evidence is complete but not every case "
+              "passed (`false`: exit 0, with a notice).", "true", ("export", "verify"), kind="bool"),
     # --- guard
     InputSpec("local", "Run from git instead of a GitHub run: guard derives the run context from git (as "
               "`rehearse` does) and every later phase binds to it; the evidence is marked local, the backend is "
