@@ -45,7 +45,11 @@ def github() -> Iterator[GitHubServer]:
 
 
 def world(tmp_path: Path, github: GitHubServer) -> tuple[dict[str, str], dict[str, str]]:
-    env = {**actions_env(GITHUB_API_URL=github.api_url()), "GITHUB_TOKEN": TOKEN}
+    # The export job of an admitted run: collect-cells re-admits it over REST (its event file, the runner's
+    # variables and the run object agree).
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(github.event_payload(RUN_ID)), encoding="utf-8")
+    env = {**actions_env(), **github.runner_env(RUN_ID, event_path=str(event)), "GITHUB_TOKEN": TOKEN}
     selection, digest = make_selection(tmp_path, CONTRACT, env)
     options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")), "selection-path": str(selection),
                "selection-sha256": digest, "artifact-prefix": PREFIX, "state-dir": str(tmp_path / "state")}

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from helpers import FakeClock, PhaseRun, run_mode, secret_leaks
 from servers.github_server import REMOVE, GitHubServer
 from testops_evidence.errors import Refusal
-from testops_evidence.phases.guard import OPERATIONS, dispatch_request
+from testops_evidence.trust import OPERATIONS, dispatch_request
 
 SENTINEL = "ghs_SENTINEL_h1_guard_0123456789abcdefXYZ"
 REPO = "acme/agents"

@@ -41,6 +41,9 @@ CELLS = [Cell("exec-1"), Cell("exec-2", case="company-credential-approval", ordi
                               disposition="behavior_failure")]
 
 
+IMPORTING_RUN_ID = 9_100_200_301
+
+
 @pytest.fixture
 def gh() -> Iterator[GitHubServer]:
     with GitHubServer(token=TOKEN) as server:
@@ -59,6 +62,12 @@ class Importer:
         self.intent.write_bytes(dumps(intent_document(cells)))
         self.ledger = tmp_path / "campaign-ledger.json"
         self.clock = FakeClock(1_796_000_000.0)
+        # The run that imports, as the contract's trust policy admits it: import re-admits it over REST.
+        gh.add_run(REPOSITORY, IMPORTING_RUN_ID, path=".github/workflows/agent-evals.yml", head_sha=HEAD_SHA,
+                   head_branch="main")
+        event = tmp_path / "importing-event.json"
+        event.write_text(json.dumps(gh.event_payload(IMPORTING_RUN_ID)), encoding="utf-8")
+        self.runner_env = gh.runner_env(IMPORTING_RUN_ID, event_path=str(event))
 
     def add_run(self, run_id: int = RUN_ID, **changes: Any) -> dict[str, Any]:
         values: dict[str, Any] = {"path": WORKFLOW, "head_sha": HEAD_SHA, "head_branch": "main"}
@@ -69,7 +78,7 @@ class Importer:
         options = {"contract": str(self.contract), "source-run-id": str(run_id), "artifact-name": artifact_name,
                    "intent": str(self.intent), "ledger": str(self.ledger),
                    "state-dir": str(self.tmp_path / f"state-{len(list(self.tmp_path.glob('state-*')))}")}
-        full_env = {"GITHUB_API_URL": self.gh.api_url(), "INPUT_GITHUB-TOKEN": TOKEN, **env}
+        full_env = {**self.runner_env, "GITHUB_API_URL": self.gh.api_url(), "INPUT_GITHUB-TOKEN": TOKEN, **env}
         return run_mode("import", self.tmp_path, options, full_env, clock=self.clock.time, sleep=self.clock.sleep,
                         new_uuid=lambda: "0123abcd-0000-4000-8000-000000000000")
 

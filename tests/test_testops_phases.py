@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from helpers import FakeClock, PhaseRun, run_mode
+from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
+from test_selection_support import REPOSITORY, RUN_ID, WORKFLOW, select_job_env
 from testops_evidence.contract import contract_from_document
 from testops_evidence.safeio import StateDir
 
@@ -68,18 +70,30 @@ def write_contract(tmp_path: Path, document: dict[str, Any]) -> Path:
     return path
 
 
-class Phases:
-    """Runs phases with one contract, token and fake clock; each call may use its own state dir."""
+@pytest.fixture(scope="module")
+def github() -> Iterator[GitHubServer]:
+    """The run the phases belong to: each re-admits it over REST before it uses the TestOps token."""
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_run(REPOSITORY, RUN_ID, run_number=17, path=WORKFLOW)
+        yield server
 
-    def __init__(self, tmp_path: Path, server: TestOpsServer, clock: FakeClock, document: dict[str, Any]) -> None:
+
+class Phases:
+    """Runs phases with one contract, token and fake clock, as jobs of one admitted run; each call may use its
+    own state dir."""
+
+    def __init__(self, tmp_path: Path, server: TestOpsServer, clock: FakeClock, document: dict[str, Any],
+                 github: GitHubServer) -> None:
         self.tmp_path = tmp_path
         self.server = server
         self.clock = clock
         self.contract = write_contract(tmp_path, document)
+        self.runner_env = select_job_env(github, tmp_path)
         self.runs: list[PhaseRun] = []
 
     def run(self, mode: str, state: str = "state", env: dict[str, str] | None = None, **options: Any) -> PhaseRun:
-        full_env = {"ALLURE_TOKEN": TOKEN, "GITHUB_RUN_NUMBER": "17", **(env or {})}
+        full_env = {**self.runner_env, "ALLURE_TOKEN": TOKEN, **(env or {})}
         opts = {"contract": str(self.contract), "state-dir": str(self.tmp_path / state), **options}
         result = run_mode(mode, self.tmp_path, opts, full_env, clock=self.clock.time,
                           monotonic=self.clock.monotonic, sleep=self.clock.sleep)
@@ -102,8 +116,8 @@ class Phases:
 
 
 @pytest.fixture
-def phases(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> Phases:
-    return Phases(tmp_path, server, clock, contract_document(server.url, plan_id=None))
+def phases(tmp_path: Path, server: TestOpsServer, clock: FakeClock, github: GitHubServer) -> Phases:
+    return Phases(tmp_path, server, clock, contract_document(server.url, plan_id=None), github)
 
 
 def mutations(server: TestOpsServer) -> list[tuple[str, str]]:
@@ -167,10 +181,10 @@ def test_bootstrap_dry_run_prints_the_diff_and_changes_nothing(phases: Phases, s
 
 
 def test_bootstrap_makes_an_existing_plan_hold_exactly_the_contract_cases(
-        tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> None:
+        tmp_path: Path, server: TestOpsServer, clock: FakeClock, github: GitHubServer) -> None:
     server.add_plan(PROJECT, "Old plan name", [194, 300], id=340)
     server.plans[340]["treeSelection"]["leafsExclude"] = [195]
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
     result = phases.run("bootstrap")
     assert result.exit_code == 0, result.summary
     assert mutations(server) == [("PATCH", "/testplan/340")]
@@ -216,18 +230,18 @@ def test_bootstrap_refuses_conflicts_before_any_change(phases: Phases, server: T
 @pytest.mark.parametrize("seed,code", [(lambda _s: None, "bootstrap.plan_missing"),
                                        (lambda s: s.add_plan(99, PLAN_NAME, [], id=340), "bootstrap.plan_conflict")])
 def test_bootstrap_refuses_a_bad_plan_id(tmp_path: Path, server: TestOpsServer, clock: FakeClock, seed: Any,
-                                         code: str) -> None:
+                                         code: str, github: GitHubServer) -> None:
     seed(server)
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
     result = phases.run("bootstrap")
     assert result.outputs["error-code"] == code
     assert mutations(server) == []
 
 
 def test_bootstrap_with_jwt_auth_legacy_prefix_and_endpoint_override(tmp_path: Path, server: TestOpsServer,
-                                                                     clock: FakeClock) -> None:
+                                                                     clock: FakeClock, github: GitHubServer) -> None:
     document = contract_document("https://testops.invalid", plan_id=None, auth="jwt", api_prefix="/api/rs")
-    phases = Phases(tmp_path, server, clock, document)
+    phases = Phases(tmp_path, server, clock, document, github)
     result = phases.run("bootstrap", env={"ALLURE_ENDPOINT": server.url})
     assert result.exit_code == 0, result.summary
     assert {e.prefix for e in server.requests() if e.route != "/uaa/oauth/token"} == {"/api/rs"}
@@ -236,7 +250,7 @@ def test_bootstrap_with_jwt_auth_legacy_prefix_and_endpoint_override(tmp_path: P
 
 
 def test_bootstrap_without_a_token_is_a_usage_error(phases: Phases) -> None:
-    result = run_mode("bootstrap", phases.tmp_path, {"contract": str(phases.contract)}, {})
+    result = run_mode("bootstrap", phases.tmp_path, {"contract": str(phases.contract)}, dict(phases.runner_env))
     assert result.exit_code == 2 and result.outputs["error-code"] == "testops.not_configured"
 
 
@@ -244,10 +258,10 @@ def test_bootstrap_without_a_token_is_a_usage_error(phases: Phases) -> None:
 
 
 @pytest.fixture
-def launch_phases(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> Phases:
+def launch_phases(tmp_path: Path, server: TestOpsServer, clock: FakeClock, github: GitHubServer) -> Phases:
     job = server.add_job(PROJECT, "agent-evals", external_id="acme/agents_agent-evals.yml")
     server.add_plan(PROJECT, PLAN_NAME, [194, 195], id=340, job_ids=[job["id"]])
-    return Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    return Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
 
 
 def test_launch_runs_the_plan_once(launch_phases: Phases, server: TestOpsServer) -> None:
@@ -284,9 +298,9 @@ def test_launch_name_input_and_its_limits(launch_phases: Phases, server: TestOps
 
 
 def test_launch_finds_the_plan_by_name_when_the_contract_has_no_id(tmp_path: Path, server: TestOpsServer,
-                                                                   clock: FakeClock) -> None:
+                                                                   clock: FakeClock, github: GitHubServer) -> None:
     plan = server.add_plan(PROJECT, PLAN_NAME, [194, 195])
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=None))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=None), github)
     result = phases.run("launch")
     assert result.exit_code == 0, result.summary
     assert mutations(server) == [("POST", f"/testplan/{plan['id']}/run")]
@@ -368,9 +382,9 @@ def upload_marker(state: Path, server: TestOpsServer, session_id: int, launch_id
     })
 
 
-def test_reconcile_observes_an_upload_chunk(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> None:
+def test_reconcile_observes_an_upload_chunk(tmp_path: Path, server: TestOpsServer, clock: FakeClock, github: GitHubServer) -> None:
     server.visible_after_polls = 1
-    phases = Phases(tmp_path, server, clock, contract_document(server.url))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url), github)
     launch = server.add_launch(PROJECT, "L")
     session = {"id": 7001, "launchId": launch["id"], "jobRunId": None, "projectId": PROJECT, "environment": [],
                "manual": True}
@@ -389,9 +403,9 @@ def test_reconcile_observes_an_upload_chunk(tmp_path: Path, server: TestOpsServe
 
 
 def test_reconcile_waits_while_results_are_still_processing(tmp_path: Path, server: TestOpsServer,
-                                                            clock: FakeClock) -> None:
+                                                            clock: FakeClock, github: GitHubServer) -> None:
     server.visible_after_polls = 50
-    phases = Phases(tmp_path, server, clock, contract_document(server.url))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url), github)
     job = server.add_job(PROJECT, "j")
     launch = server.add_launch(PROJECT, "L")
     run = server.add_jobrun(job["id"], launch_id=launch["id"])
@@ -419,8 +433,8 @@ def test_reconcile_with_nothing_pending(phases: Phases) -> None:
 
 
 def test_reconcile_refuses_to_judge_a_marker_from_another_endpoint(tmp_path: Path, server: TestOpsServer,
-                                                                   clock: FakeClock) -> None:
-    phases = Phases(tmp_path, server, clock, contract_document(server.url))
+                                                                   clock: FakeClock, github: GitHubServer) -> None:
+    phases = Phases(tmp_path, server, clock, contract_document(server.url), github)
     StateDir(tmp_path / "state").once("launch", {"kind": "launch", "endpoint": "https://other.example",
                                                  "project-id": PROJECT, "name": "x"})
     result = phases.run("reconcile", resume="true")
@@ -438,13 +452,13 @@ def test_contract_document_is_valid() -> None:
 GOLDEN = Path(__file__).parent / "golden" / "testops"
 
 
-def test_golden_summaries(tmp_path: Path, server: TestOpsServer, clock: FakeClock) -> None:
+def test_golden_summaries(tmp_path: Path, server: TestOpsServer, clock: FakeClock, github: GitHubServer) -> None:
     from helpers import assert_golden
 
     server.cases[195]["name"] = "Old title"
     job = server.add_job(PROJECT, "agent-evals")
     server.add_plan(PROJECT, "Old plan name", [194, 300], id=340, job_ids=[job["id"]])
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
 
     def normal(text: str) -> str:
         return text.replace(server.url, "<testops>").replace(str(tmp_path), "<tmp>")
@@ -486,12 +500,12 @@ def test_a_full_name_used_by_a_case_outside_the_contract_is_a_conflict(phases: P
 
 
 def test_a_plan_with_an_aql_query_is_refused_before_any_change(launch_phases: Phases, server: TestOpsServer,
-                                                               tmp_path: Path, clock: FakeClock) -> None:
+                                                               tmp_path: Path, clock: FakeClock, github: GitHubServer) -> None:
     """No source shows a PATCH clearing baseRql (a null is an unset field): bootstrap refuses rather than
     leave a plan that still selects cases by its query."""
     server.plans[340]["baseRql"] = 'tag = "smoke"'
     server.cases[195]["name"] = "Old title"
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
     result = phases.run("bootstrap")
     assert (result.exit_code, result.outputs["error-code"]) == (3, "bootstrap.plan_conflict")
     assert "baseRql" in result.summary and mutations(server) == []
@@ -499,11 +513,11 @@ def test_a_plan_with_an_aql_query_is_refused_before_any_change(launch_phases: Ph
 
 
 def test_bootstrap_syncs_a_plan_whose_count_is_stale(launch_phases: Phases, server: TestOpsServer, tmp_path: Path,
-                                                     clock: FakeClock) -> None:
+                                                     clock: FakeClock, github: GitHubServer) -> None:
     """testCasesCount is what TestOps computed at the last change or sync: select binds it, so bootstrap
     syncs a plan that counts wrong (and leaves a plan that counts right alone)."""
     server.recount_later(340, 1)
-    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340))
+    phases = Phases(tmp_path, server, clock, contract_document(server.url, plan_id=340), github)
     result = phases.run("bootstrap")
     assert result.exit_code == 0, result.summary
     assert mutations(server) == [] and syncs(server) == ["/testplan/340/sync"]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evidence_support import SENTINEL, TestOpsCampaign, cell, small_contract
+from evidence_support import HEAD_SHA, RUN_ID, SENTINEL, TestOpsCampaign, cell, small_contract
+from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence.evidence.publication import BUNDLE_PART_LIMIT, bundle_parts
 from testops_evidence.evidence.receipt import load_receipt
@@ -140,7 +141,14 @@ def test_a_dropped_chunk_is_uncertain_and_reconcile_resolves_it(server: TestOpsS
     assert (again.exit_code, again.outputs["error-code"]) == (3, "upload.already_started")
     assert len(server.requests("POST", r"/upload/test-result")) == 1
 
-    reconcile = campaign.run("reconcile")
+    # reconcile re-admits the run over REST before it uses the TestOps token: the run as GitHub serves it.
+    with GitHubServer() as github:
+        github.add_run("acme/agents", RUN_ID, head_sha=HEAD_SHA, run_number=42)
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps(github.event_payload(RUN_ID)), encoding="utf-8")
+        campaign.env = {**campaign.env, "GITHUB_API_URL": github.api_url(), "GITHUB_EVENT_PATH": str(event),
+                        "GITHUB_TOKEN": github.token}
+        reconcile = campaign.run("reconcile")
     assert json.loads(reconcile.outputs["reconciled"]) == ["upload-chunk-1"], reconcile.summary
     assert not campaign.leaks()  # once-markers (with their replayable request), failure.json, summaries
     for run in (upload, again, reconcile):

@@ -154,6 +154,12 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Have an allowed person start the run, or add the user's numeric id (not the login) to "
               "`trust.actors`.",
               cause="A colleague not yet on the allow-list started or re-ran the workflow."),
+        _spec("guard.operation", _I, "the run was dispatched for another operation than this phase serves",
+              "Dispatch the run with the `operation` this phase belongs to (bootstrap: bootstrap; launch: launch; "
+              "select and collect-cells: evaluate; import: import), or make the workflow's `if:` conditions run "
+              "only that operation's jobs (`needs.guard.outputs.operation`).",
+              cause="A workflow with an `operation` input whose jobs do not all check it, so a run dispatched "
+                    "to bootstrap also selects or publishes an evaluation."),
         _spec("guard.run_mismatch", _I, "the event, environment and REST run object disagree",
               "Compare the field the refusal names in the event file, the GITHUB_* variable and the REST run, and "
               "remove the step or `env:` that changed it; on a local runner (act), run with `local: true` "

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from testops_evidence.backends import Backend
+    from testops_evidence.context import RunContext
     from testops_evidence.contract import Contract
     from testops_evidence.testops.client import TestOpsClient
 
@@ -112,6 +113,18 @@ class PhaseContext:
 
     def github_token(self) -> str | None:
         return self.settings.string("github-token")
+
+    def readmit(self) -> RunContext:
+        """The run this phase binds to, admitted again over REST against the contract's trust policy and bound
+        to the operation the run was dispatched for (:func:`trust.readmit`): the phases that start from the run
+        call it before they use a token, whether or not the workflow ran ``guard``. A local run (and a run
+        outside Actions) gets the rehearsal context, which never reaches TestOps."""
+        from testops_evidence import github_run, trust
+
+        local = self.settings.boolean("local") if INPUTS_BY_NAME["local"].applies_to(self.mode) else False
+        return trust.readmit(self.env, self.contract(), self.mode, token=self.github_token(),
+                             policy=github_run.request_policy(self.env, self.sleep), local=local,
+                             log=self.runtime.log)
 
     def testops_client(self) -> TestOpsClient:
         """The TestOps client of this phase: the contract's ``testops`` section, the endpoint and project

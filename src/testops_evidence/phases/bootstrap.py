@@ -23,6 +23,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     config = testops_config(contract, ctx.mode)
     dry_run = ctx.settings.boolean("dry-run")
+    # Before the TestOps token is used, even for a dry run's reads: the run must be one the policy admits.
+    ctx.readmit()
     with ctx.testops_client() as client:
         project_id = client.project_id
         assert project_id is not None

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
-from testops_evidence.context import job_context
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.matrix import plan_matrices
 from testops_evidence.evidence.selection import load_selection, read_travelled, validate_against
@@ -39,10 +38,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
         raise Refusal("guard.outside_actions", "collect-cells reads the run's jobs and artifacts from the Actions "
                       "API; outside Actions there is no run (export the cell-results directory directly)",
                       field="GITHUB_ACTIONS", expected="true", actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
+    live = ctx.readmit()
     path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     digest, _given = read_travelled(path, ctx.settings.string("selection-sha256"), in_actions=True)
     selection = load_selection(path, digest)
-    live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows)
     validate_against(selection, contract, live)
     cases = [contract.case(key) for key in selection.keys]
     # A worker job's cases (a job of trials runs one case's trials, a shard several cases' units).

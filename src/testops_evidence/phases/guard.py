@@ -18,7 +18,6 @@ from typing import Any
 
 from testops_evidence import summary
 from testops_evidence.context import (
-    SHA_RE,
     BindingCheck,
     RunContext,
     admit_backend,
@@ -27,23 +26,15 @@ from testops_evidence.context import (
     read_event,
     rehearsal_context,
 )
-from testops_evidence.contract import Contract, Trust
-from testops_evidence.errors import Refusal, input_error
-from testops_evidence.github_run import (
-    RunObject,
-    context_from_run,
-    cross_checks,
-    fetch_run,
-    request_policy,
-    require_token,
-)
+from testops_evidence.contract import Contract
+from testops_evidence.errors import Refusal
+from testops_evidence.github_run import RunObject, request_policy
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import pretty_json
+from testops_evidence.trust import dispatch_request, evaluate
 
-OPERATIONS = ("bootstrap", "launch", "evaluate", "import")
 RECEIPT = "guard.json"
 RECEIPT_SCHEMA = "testops-evidence/guard-receipt/v1"
-_SHOWN = 100  # characters of an untrusted event value quoted back in a refusal
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
@@ -56,15 +47,14 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
     event = read_event(ctx.env)
     env_ctx = env_context(ctx.env)
-    token = require_token(ctx.github_token())
     with ctx.runtime.group(f"Reading run {env_ctx.run_id} of {env_ctx.repository} from {env_ctx.api_url}"):
-        run_object = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id,
-                               policy=request_policy(ctx.env, ctx.sleep))
+        admission = evaluate(ctx.env, contract, token=ctx.github_token(), policy=request_policy(ctx.env, ctx.sleep),
+                             event=event)
+        run_object = admission.run
         ctx.runtime.log(f"run #{run_object.run_number}, attempt {run_object.run_attempt}: {run_object.event} on "
                         f"{run_object.head_branch} at {run_object.head_sha}, workflow {run_object.path}")
-    context = context_from_run(ctx.env, run_object)
-    checks = cross_checks(ctx.env, event, run_object) + trust_checks(contract.trust, context)
-    failed = [check for check in checks if not check.ok]
+    context, checks = admission.context, list(admission.checks)
+    failed = admission.failed
     if failed:
         headline = (f"⛔ Run {context.run_id} of {summary.code(context.repository)} was **not admitted**: "
                     f"{len(failed)} of {len(checks)} bindings failed.")
@@ -82,104 +72,6 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 f"**{summary.text(operation)}** on {summary.code(target_sha[:12])}.")
     body = _bindings(checks) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
     return PhaseResult(headline=headline, outputs=outputs, summary=body)
-
-
-# --- trust policy ----------------------------------------------------------------------------------------
-
-
-def trust_checks(trust: Trust, context: RunContext) -> list[BindingCheck]:
-    """The contract's trust policy against the REST-checked context: one check per rule, all evaluated."""
-    checks = [
-        # GitHub owner and repository names are case-insensitive; a contract may spell them either way.
-        BindingCheck("repository", "guard.repository", "repository", trust.repository, context.repository,
-                     trust.repository.casefold() == context.repository.casefold()),
-    ]
-    visibility = "private" if context.repository_private else "public"
-    if trust.public_only:
-        checks.append(BindingCheck("visibility (public-only)", "guard.visibility", "repository-visibility",
-                                   "public", visibility, context.repository_private is False))
-    else:
-        checks.append(BindingCheck("visibility", "guard.visibility", "repository-visibility",
-                                   "public or private", visibility, True))
-    branches = [f"refs/heads/{branch}" for branch in trust.branches]
-    checks += [
-        BindingCheck("event", "guard.event", "event", list(trust.events), context.event,
-                     context.event in trust.events),
-        BindingCheck("workflow ref (branch)", "guard.branch", "workflow-ref", branches, context.workflow_ref,
-                     context.workflow_ref in branches),
-        BindingCheck("workflow file", "guard.workflow", "workflow-path", list(trust.workflows),
-                     context.workflow_path, context.workflow_path in trust.workflows),
-    ]
-    if trust.run_attempts == "first-only":
-        checks.append(BindingCheck("run attempt (first-only)", "guard.run_attempt", "run-attempt", 1,
-                                   context.run_attempt, context.run_attempt == 1))
-    else:
-        checks.append(BindingCheck("run attempt (any)", "guard.run_attempt", "run-attempt", "any",
-                                   context.run_attempt, True))
-    if trust.actors is None:
-        anyone = "anyone who can start the run"
-        checks += [
-            BindingCheck("actor", "guard.actor", "actor-id", anyone, context.actor_id, True),
-            BindingCheck("triggering actor", "guard.actor", "triggering-actor-id", anyone,
-                         context.triggering_actor_id, True),
-        ]
-    else:
-        allowed = list(trust.actors)
-        checks += [
-            BindingCheck("actor", "guard.actor", "actor-id", allowed, context.actor_id,
-                         context.actor_id in trust.actors),
-            # A re-run's triggering actor differs from the original actor; both must be allowed. A server
-            # that does not report it (old GHES) is refused: an unknown actor is not an allowed one.
-            BindingCheck("triggering actor", "guard.actor", "triggering-actor-id", allowed,
-                         context.triggering_actor_id, context.triggering_actor_id in trust.actors),
-        ]
-    return checks
-
-
-# --- the dispatch request ----------------------------------------------------------------------------------
-
-
-def dispatch_request(event: Mapping[str, Any], head_sha: str) -> tuple[str, str]:
-    """``(operation, target-sha)`` from the event's ``workflow_dispatch`` inputs.
-
-    ``operation`` defaults to ``evaluate``; ``target-sha`` (or ``target_sha``) defaults to the run's
-    head SHA. Both are validated: an operator's typo is a usage refusal, never a silent default.
-    """
-    inputs = event.get("inputs")
-    if inputs is None:
-        inputs = {}
-    if not isinstance(inputs, dict):
-        raise Refusal("guard.event_file", "the event's inputs are not an object", field="inputs",
-                      expected="an object", actual=type(inputs).__name__)
-    operation = _input_text(inputs, "operation")
-    if operation is None:
-        operation = "evaluate"
-    elif operation not in OPERATIONS:
-        raise input_error("operation", "the workflow_dispatch input `operation` names no operation",
-                          expected=" | ".join(OPERATIONS), actual=operation[:_SHOWN])
-    # Both spellings are accepted (dispatch input ids are often snake_case); refusals use the output's name.
-    given = [value for value in (_input_text(inputs, "target-sha"), _input_text(inputs, "target_sha", "target-sha"))
-             if value is not None]
-    for value in given:
-        if not SHA_RE.match(value.lower()):
-            raise input_error("target-sha", "the workflow_dispatch input `target-sha` is not a full commit SHA",
-                              expected="40 hex digits", actual=value[:_SHOWN])
-    if len({value.lower() for value in given}) > 1:
-        raise input_error("target-sha", "the inputs `target-sha` and `target_sha` name different commits",
-                          expected=given[0].lower(), actual=given[1].lower())
-    return operation, given[0].lower() if given else head_sha
-
-
-def _input_text(inputs: Mapping[str, Any], name: str, code_name: str | None = None) -> str | None:
-    """An input's stripped text; None when absent or empty (the form leaves optional inputs empty)."""
-    value = inputs.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise input_error(code_name or name, f"the workflow_dispatch input `{name}` is not a string",
-                          expected="a string", actual=type(value).__name__)
-    value = value.strip()
-    return value or None
 
 
 # --- local rehearsal -------------------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     intent = remote.parse_intent(read_safe_path(intent_path, limit=remote.INTENT_LIMIT), contract,
                                  f"the import intent {intent_path}")
     ledgers.load(ledger_path, contract.campaign)  # an invalid or foreign ledger is refused before any download
+    # This run may import only if the policy admits it, whether or not the workflow ran guard.
+    ctx.readmit()
 
     progress = Progress()
     try:

@@ -37,6 +37,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     config = testops_config(contract, ctx.mode)
     name = launch_name(ctx)
+    ctx.readmit()  # before the TestOps token is used, whether or not the workflow ran guard
     with ctx.testops_client() as client:
         plan_id = resolve_plan(client, config.plan_id, config.plan_name)
         launch_id, capabilities = run_plan(client, ctx.state, plan_id, name, int(ctx.clock()))

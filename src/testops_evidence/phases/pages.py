@@ -12,8 +12,8 @@ is the workflow's (the campaign template's ``pages`` job); this phase needs no t
 
 from __future__ import annotations
 
-from testops_evidence import summary
-from testops_evidence.context import is_local, job_context
+from testops_evidence import summary, trust
+from testops_evidence.context import RunContext, is_local, job_context
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence import report as report_tool
 from testops_evidence.evidence import site
@@ -58,6 +58,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows, local=local)
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest, live=live.binding_fields(),
                  backend="files")
+    # The receipt carries the run select recorded over REST: held against the trust policy before the branch
+    # is written, whether or not the workflow ran guard (its actors and visibility are not in the receipt).
+    recorded = RunContext.from_json({"actor-id": None, "triggering-actor-id": None, **receipt.document["context"]})
+    trust.readmit_recorded(recorded, contract, ctx.mode, receipt_only=True, log=ctx.runtime.log)
     files = check_tree(publication / RESULTS_NAME, receipt, "pages.publication")
     report = publication / REPORT_DIR
     stats = report_tool.statistics(report)

@@ -30,6 +30,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if not pending:
         return PhaseResult(headline="✅ Nothing to reconcile: every once-marked mutation has its completion record.",
                            outputs={"reconciled": [], "still-uncertain": []})
+    ctx.readmit()  # before the TestOps token is used, whether or not the workflow ran guard
     reconciled: list[str] = []
     uncertain: list[str] = []
     rows: list[tuple[Any, ...]] = []

@@ -130,14 +130,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
 def live_context(ctx: PhaseContext) -> RunContext:
     """The context this select step runs in: inside Actions the event file and the REST run object,
-    cross-checked (:func:`github_run.live_context`); outside, the local rehearsal context, which
-    :func:`context.admit_backend` keeps away from TestOps (``guard.local_context``)."""
-    from testops_evidence import github_run
-
-    contract = ctx.contract()
-    context = github_run.live_context(ctx.env, token=ctx.github_token(), trust_repository=contract.trust.repository,
-                                      trust_workflows=contract.trust.workflows, local=ctx.settings.boolean("local"),
-                                      policy=github_run.request_policy(ctx.env, ctx.sleep))
+    cross-checked and admitted again against the trust policy (:meth:`PhaseContext.readmit`); outside, the
+    local rehearsal context, which :func:`context.admit_backend` keeps away from TestOps
+    (``guard.local_context``)."""
+    context = ctx.readmit()
     admit_backend(context, ctx.backend())
     return context
 

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import summary
+from testops_evidence import summary, trust
 from testops_evidence.backends import PublishOptions, backend_class
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
@@ -47,14 +47,18 @@ def paths(ctx: PhaseContext) -> tuple[Path, Path]:
 
 def admitted(ctx: PhaseContext, receipt_path: Path) -> tuple[AdmittedReceipt, RunContext]:
     """The receipt and its selection, bound across jobs by their travelled digests, and the run (upload and
-    verify)."""
+    verify); the run select recorded in the selection is held against the trust policy again
+    (:func:`trust.readmit_recorded`) before anything is sent."""
     contract = ctx.contract()
     live = job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
                        local=ctx.settings.boolean("local"))
-    return admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
-                         ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
-                         ctx.settings.string("selection-sha256"), in_actions=ctx.env.get("GITHUB_ACTIONS") == "true",
-                         contract=contract, backend=ctx.backend(), live=live), live
+    admission = admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
+                              ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
+                              ctx.settings.string("selection-sha256"),
+                              in_actions=ctx.env.get("GITHUB_ACTIONS") == "true", contract=contract,
+                              backend=ctx.backend(), live=live)
+    trust.readmit_recorded(admission.selection.context, contract, ctx.mode, log=ctx.runtime.log)
+    return admission, live
 
 
 def run(ctx: PhaseContext) -> PhaseResult:

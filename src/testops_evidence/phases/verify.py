@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import __version__, summary
+from testops_evidence import __version__, summary, trust
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
@@ -82,12 +82,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
 def _admitted(ctx: PhaseContext, receipt_path: Path) -> AdmittedReceipt:
     """As upload admits it: the receipt and its selection, bound across jobs by their travelled digests."""
     contract = ctx.contract()
-    return admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
-                         ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
-                         ctx.settings.string("selection-sha256"), in_actions=ctx.env.get("GITHUB_ACTIONS") == "true",
-                         contract=contract, backend=ctx.backend(),
-                         live=job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
-                                          local=ctx.settings.boolean("local")))
+    admission = admit_receipt(receipt_path, ctx.settings.string("receipt-sha256"),
+                              ctx.settings.path("selection-path") or Path("testops-evidence-selection.json"),
+                              ctx.settings.string("selection-sha256"),
+                              in_actions=ctx.env.get("GITHUB_ACTIONS") == "true", contract=contract,
+                              backend=ctx.backend(),
+                              live=job_context(ctx.env, contract.trust.repository, contract.trust.workflows,
+                                               local=ctx.settings.boolean("local")))
+    trust.readmit_recorded(admission.selection.context, contract, ctx.mode, log=ctx.runtime.log)
+    return admission
 
 
 def _publication(ctx: PhaseContext, receipt: Receipt) -> dict[str, Any]:
