@@ -306,7 +306,7 @@ def job_context(env: Mapping[str, str], repository: str, workflows: Iterable[str
 def admit_backend(context: RunContext, backend: str) -> None:
     """Refuse ``guard.local_context`` when a local (rehearsal) context would reach TestOps.
 
-    Token phases call this with ``ctx.backend()`` after :func:`github_run.live_context`."""
+    Token phases call this with ``ctx.backend()`` after :func:`trust.readmit`."""
     if context.local and backend == "testops":
         raise Refusal("guard.local_context", "a local rehearsal context can never be published to TestOps",
                       field="backend", expected="files", actual=backend,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,9 +26,6 @@ from testops_evidence.context import (
     RunContext,
     env_context,
     first_failure,
-    is_local,
-    read_event,
-    rehearsal_context,
 )
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.safeio import has_lone_surrogate
@@ -743,24 +740,6 @@ def rest_context(env: Mapping[str, str], event: Mapping[str, Any], run: RunObjec
     disagreement (field, expected = environment/event, actual = REST)."""
     first_failure(cross_checks(env, event, run))
     return context_from_run(env, run)
-
-
-def live_context(env: Mapping[str, str], *, token: str | None, trust_repository: str,
-                 trust_workflows: Sequence[str], local: bool = False,
-                 policy: RequestPolicy = DEFAULT_POLICY) -> RunContext:
-    """The context a token phase binds to: REST-checked inside Actions, a local rehearsal context outside
-    (``GITHUB_ACTIONS`` is not ``true``) or when the ``local`` input asks for one on a local runner
-    (:func:`context.is_local`).
-
-    Token phases should follow this with ``context.admit_backend(context, backend)``.
-    """
-    if is_local(env, local):
-        return rehearsal_context(env, trust_repository, trust_workflows)
-    token = require_token(token)
-    event = read_event(env)
-    env_ctx = env_context(env)
-    run = fetch_run(env_ctx.api_url, token, env_ctx.repository, env_ctx.run_id, policy=policy)
-    return rest_context(env, event, run)
 
 
 def require_token(token: str | None) -> str:
