@@ -1,5 +1,5 @@
 """github_run: the run object, artifact lists and downloads, error mapping, retries, the REST-checked
-context and live_context. Real HTTP to the GitHub test server; PyGithub and requests run unmodified."""
+context and the context a phase re-admits (trust.readmit). Real HTTP to the GitHub test server; PyGithub and requests run unmodified."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from helpers import FakeClock
 from servers.github_server import REMOVE, GitHubServer
 from testops_evidence.context import RunContext, admit_backend
+from testops_evidence.contract import contract_from_document
 from testops_evidence.errors import Refusal
 from testops_evidence.github_run import (
     ArtifactInfo,
@@ -27,11 +28,11 @@ from testops_evidence.github_run import (
     download_artifact,
     fetch_run,
     list_artifacts,
-    live_context,
     next_link,
     rest_context,
     run_from_json,
 )
+from testops_evidence.trust import readmit
 
 TOKEN = "ghs_SENTINEL_h1_github_run_0123456789abcdef"
 REPO = "acme/agents"
@@ -334,11 +335,18 @@ def test_next_link_finds_the_next_page() -> None:
     assert next_link('<https://x/a?page=9>; rel="last"') is None
 
 
-# --- live_context and the backend rule ---------------------------------------------------------------------------------
+# --- the re-admitted context and the backend rule ---------------------------------------------------------------------
 
 
 def live(env: dict[str, str], token: str | None = None) -> RunContext:
-    return live_context(env, token=token, trust_repository=REPO, trust_workflows=[".github/workflows/agent-evals.yml"])
+    """The context a phase binds to once it re-admits its run against a policy that admits this one."""
+    contract = contract_from_document({
+        "version": 1, "campaign": "c",
+        "trust": {"repository": REPO, "events": ["workflow_dispatch"], "branches": ["main"],
+                  "workflows": [".github/workflows/agent-evals.yml"], "run-attempts": "any"},
+        "profile": {"id": "p"}, "lanes": {"native": {"max-parallel": 1}},
+        "cases": [{"key": "k", "full-name": "a/k", "title": "K", "lane": "native", "checks": {"ok": "behavior"}}]})
+    return readmit(env, contract, "select", token=token, policy=FAST)
 
 
 def test_live_context_inside_actions_is_the_rest_checked_context(gh: GitHubServer, tmp_path: Path) -> None:
