@@ -73,6 +73,7 @@ class TestOpsWorld:
         self.clock = clock
         self.extra_env = dict(extra_env or {})  # e.g. the token in every variable a workflow could use
         self.auth = "api-token"
+        self.runner_env: dict[str, str] = {}  # the job of an admitted run, for the phases that re-admit it
 
     def seed_cases(self, *, drift: bool = False, plan: bool = False) -> None:
         self.server.add_project(PROJECT)
@@ -88,8 +89,8 @@ class TestOpsWorld:
         return path
 
     def phase(self, mode: str, options: dict[str, Any], env: dict[str, str] | None = None) -> PhaseRun:
-        full_env = {"ALLURE_TOKEN": SENTINEL, "GITHUB_RUN_NUMBER": "17", **TESTOPS_TUNING, **(env or {}),
-                    **self.extra_env}
+        full_env = {"ALLURE_TOKEN": SENTINEL, "GITHUB_RUN_NUMBER": "17", **self.runner_env, **TESTOPS_TUNING,
+                    **(env or {}), **self.extra_env}
         return run_mode(mode, self.tmp, {"state-dir": str(self.tmp / "state"), **options}, full_env,
                         clock=self.clock.time, monotonic=self.clock.monotonic, sleep=self.clock.sleep)
 
@@ -179,6 +180,7 @@ def select_world(world: TestOpsWorld) -> Callable[[], Outcome]:
                                                                                   world.tmp / "out"])
 
 
+READMITTING = ("bootstrap", "launch", "reconcile")
 TESTOPS_WORLDS: dict[str, Callable[[TestOpsWorld], Callable[[], Outcome]]] = {
     "bootstrap": bootstrap_world, "launch": launch_world, "select": select_world, "upload": upload_world,
     "verify": verify_world, "reconcile": reconcile_world,
@@ -241,10 +243,17 @@ def import_world(world: GitHubWorld) -> Callable[[], Outcome]:
     ledger.parent.mkdir()
     options = {"contract": str(contract), "source-run-id": str(IMPORT_RUN_ID), "artifact-name": "cells-*",
                "intent": str(intent), "ledger": str(ledger)}
-    env = {"GITHUB_API_URL": server.api_url(), "INPUT_GITHUB-TOKEN": SENTINEL}
+    # The importing run, as the contract's trust policy admits it: import re-admits it over REST first.
+    importing = server.add_run(IMPORT_REPOSITORY, IMPORTING_RUN_ID, path=".github/workflows/agent-evals.yml",
+                               head_sha=IMPORT_SHA, head_branch="main")
+    event = world.tmp / "event.json"
+    event.write_text(json.dumps(server.event_payload(importing["id"])))
+    env = {**server.runner_env(importing["id"], event_path=str(event)), "INPUT_GITHUB-TOKEN": SENTINEL}
     return lambda: _github_outcome(world, world.phase("import", options, env), [world.tmp / "state",
                                                                                  ledger.parent])
 
+
+IMPORTING_RUN_ID = 9_100_200_301
 
 GITHUB_WORLDS: dict[str, Callable[[GitHubWorld], Callable[[], Outcome]]] = {
     "guard": guard_world, "import": import_world,
@@ -305,7 +314,14 @@ def phase_world(phase: str, tmp: Path, *, extra_env: dict[str, str] | None = Non
                     world.github = github  # type: ignore[attr-defined]
                     yield select_world(world), Servers(server, github)
                 return
-            act = reconcile_world(world, committed=committed) if phase == "reconcile" else TESTOPS_WORLDS[phase](world)
+            if phase in READMITTING:
+                # bootstrap, launch and reconcile re-admit their run over REST before they use the TestOps token.
+                with github_with_run() as github:
+                    world.runner_env = select_job_env(github, tmp)
+                    act = reconcile_world(world, committed=committed) if phase == "reconcile" else TESTOPS_WORLDS[phase](world)
+                    yield act, Servers(server, github)
+                return
+            act = TESTOPS_WORLDS[phase](world)
             yield act, Servers(server)
         return
     with GitHubServer(token=SENTINEL) as github:

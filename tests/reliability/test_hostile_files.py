@@ -273,7 +273,12 @@ def test_a_hostile_artifact_is_refused_and_the_ledger_untouched(ws: Workspace, n
         gh.add_artifact(IMPORT_RUN_ID, "cells-a", zipped, artifact_id=501)
         options = {"contract": str(contract), "source-run-id": str(IMPORT_RUN_ID), "artifact-name": "cells-*",
                    "intent": str(intent), "ledger": str(ledger), "state-dir": str(ws.root / "state")}
-        env = {"GITHUB_API_URL": gh.api_url(), "INPUT_GITHUB-TOKEN": "ghs_hostile"}
+        # The importing run, admitted by the contract's policy (import re-admits it before any download).
+        importing = gh.add_run(IMPORT_REPOSITORY, IMPORT_RUN_ID + 1, path=".github/workflows/agent-evals.yml",
+                               head_sha=IMPORT_SHA, head_branch="main")
+        event = ws.work / "event.json"
+        event.write_text(json.dumps(gh.event_payload(importing["id"])))
+        env = {**gh.runner_env(importing["id"], event_path=str(event)), "INPUT_GITHUB-TOKEN": "ghs_hostile"}
         refused_without_writing(ws, lambda: ws.run("import", options, env), "import.unsafe_archive")
     assert not ledger.exists()
     assert not (ws.root / "outside" / "escaped.json").exists() and not Path("/tmp/escaped.json").exists()

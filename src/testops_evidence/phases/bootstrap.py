@@ -23,9 +23,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     config = testops_config(contract, ctx.mode)
     dry_run = ctx.settings.boolean("dry-run")
-    # Before the TestOps token is used, even for a dry run's reads: the run must be one the policy admits.
-    ctx.readmit()
     with ctx.testops_client() as client:
+        # The inputs and token are checked (no request yet); before the token is used, even for a dry run's
+        # reads, the run must be one the policy admits.
+        ctx.readmit()
         project_id = client.project_id
         assert project_id is not None
         with ctx.runtime.group(f"bootstrap: reading {len(contract.cases)} test cases and the plan from TestOps"):

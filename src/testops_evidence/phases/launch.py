@@ -37,8 +37,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     config = testops_config(contract, ctx.mode)
     name = launch_name(ctx)
-    ctx.readmit()  # before the TestOps token is used, whether or not the workflow ran guard
     with ctx.testops_client() as client:
+        ctx.readmit()  # inputs and token checked, nothing sent yet: the run must be one the policy admits
         plan_id = resolve_plan(client, config.plan_id, config.plan_name)
         launch_id, capabilities = run_plan(client, ctx.state, plan_id, name, int(ctx.clock()))
         url = client.web_url("launch", launch_id)

@@ -30,11 +30,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if not pending:
         return PhaseResult(headline="✅ Nothing to reconcile: every once-marked mutation has its completion record.",
                            outputs={"reconciled": [], "still-uncertain": []})
-    ctx.readmit()  # before the TestOps token is used, whether or not the workflow ran guard
     reconciled: list[str] = []
     uncertain: list[str] = []
     rows: list[tuple[Any, ...]] = []
     with ctx.testops_client() as client, ctx.runtime.group(f"reconcile: {len(pending)} pending mutations"):
+        ctx.readmit()  # inputs and token checked, nothing sent yet: the run must be one the policy admits
         for stage in pending:
             marker = ctx.state.read_receipt(f"once-{stage}.json")
             kind = marker.get("kind") if isinstance(marker, dict) else None
