@@ -14,7 +14,7 @@ Docker engine) with:
 * the action itself — the composite variant of *this checkout* — through ``--local-repository``
   (``testops-evidence/testops-evidence@v<version>`` = a copy of the action's files), so the templates are
   exercised exactly as users get them, ``uses:`` lines untouched;
-* ``actions/upload-artifact`` / ``download-artifact`` / ``setup-node`` mapped to the local stand-ins the action ships in ``act/``
+* ``actions/upload-artifact`` / ``download-artifact`` / ``setup-node`` / ``attest`` mapped to the local stand-ins the action ships in ``act/``
   (act cannot download actions offline; ``actions/checkout`` needs none: act copies the repository);
 * ``GITHUB_API_URL`` pointing at the GitHub REST test server, which serves this run's object, so guard
   and select bind to it through PyGithub for real;
@@ -68,6 +68,7 @@ STAND_INS = {
     "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": "act/upload-artifact",
     "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": "act/download-artifact",
     "actions/setup-node@49933ea5288caeca8642d1e84afbd3f7d6820020": "act/setup-node",
+    "actions/attest@1e69f48acb82d1966a394da916b4c1698aa569d6": "act/attest",
 }
 # Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
 ACT_CACHE = ROOT / ".tools" / "act-cache"
@@ -422,6 +423,10 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     history = result.artifacts / "testops-evidence-history-agent-protocol-1-1" / "history.jsonl"
     assert history.read_bytes() == (publication / "history.jsonl").read_bytes()
     assert not list(result.artifacts.glob("testops-evidence-failure-*"))  # nothing was refused
+    # attest is off by default: the publish job hashed no statement and the attest job did not run.
+    assert not list(result.artifacts.glob("testops-evidence-attestation-*"))
+    assert outputs.get("attestation-url", "") == ""
+    assert not any(line.startswith("[attest]") for line in result.log.splitlines())
 
     # guard and select read this run through PyGithub from the REST test server, with the token.
     runs = github.requests_to("run")

@@ -8,6 +8,7 @@ sets, how the selection digest travels, and what the case loop actually does whe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -19,11 +20,12 @@ import pytest
 from ruamel.yaml import YAML
 
 from testops_evidence import __version__, interface
+from testops_evidence.evidence.attestation import PREDICATE_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "workflows-templates"
 ACTION = "testops-evidence/testops-evidence/composite"
-THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact))@([0-9a-f]{40})$")
+THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact|attest))@([0-9a-f]{40})$")
 # Jobs that may see the TestOps token; every other job must not even mention it.
 # A matrix row's identity: the plan's worker job (`<lane>-<key>` or `<lane>-shard-<n>`, evidence/matrix.py),
 # which also names its cell artifact. (Not strategy.job-index: act leaves it empty, and export binds cells
@@ -60,6 +62,11 @@ def test_template_is_reusable_and_least_privilege(name: str) -> None:
         if (name, job_id) == ("campaign.yml", "pages"):
             # The one job that writes: it pushes the report to the Pages branch, only when asked to.
             assert permissions == {"contents": "write"} and job["if"].startswith("${{ inputs.pages && ")
+            continue
+        if (name, job_id) == ("campaign.yml", "attest"):
+            # The one job that signs: a Sigstore certificate for the workflow's OIDC token, only when asked to.
+            assert permissions == {"id-token": "write", "attestations": "write"}
+            assert job["if"].startswith("${{ inputs.attest && !inputs.local && ")
             continue
         assert set(permissions.values()) <= {"read"}, f"{job_id}: writes {permissions}"
         assert set(permissions) <= {"contents", "actions"}, f"{job_id}: {sorted(permissions)}"
@@ -437,3 +444,81 @@ def test_case_loop_runs_each_trial_and_stops_when_the_jobs_budget_share_is_spent
     assert (second["trial"], second["budget"]) == (2, {"cost-nanodollars": 50})  # 120 - 70 left of the share
     assert not (cells / "trial-3.json").exists()  # 140 of 120 spent: not started
     assert "::warning title=budget.exhausted::alpha trial 3 of 3 not run" in done.stdout
+
+
+# --- attest: the publication statement signed with actions/attest -------------------------------------------------
+
+
+def attest_steps() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The publish job's hashing step, its artifact upload, and the attest job."""
+    jobs = load("campaign.yml")["jobs"]
+    steps = jobs["publish"]["steps"]
+    ids = [step.get("id") for step in steps]
+    statement = steps[ids.index("statement")]
+    upload = steps[ids.index("statement") + 1]
+    return statement, upload, jobs["attest"]
+
+
+def test_attest_is_off_by_default_and_signs_only_what_verify_wrote() -> None:
+    call = load("campaign.yml")["on"]["workflow_call"]
+    assert call["inputs"]["attest"]["type"] == "boolean" and call["inputs"]["attest"]["default"] is False
+    assert call["outputs"]["attestation-url"]["value"] == "${{ jobs.attest.outputs.attestation-url }}"
+    statement, upload, attest = attest_steps()
+    jobs = load("campaign.yml")["jobs"]
+    publish_ids = [step.get("id") for step in jobs["publish"]["steps"]]
+    # After verify (its outputs name the files), only with the input, never for a local run.
+    assert publish_ids.index("verify") < publish_ids.index("statement")
+    assert statement["if"].startswith("${{ inputs.attest && !inputs.local && ")
+    assert "steps.verify.outputs.attestation-path != ''" in statement["if"]
+    assert statement["env"] == {"STATEMENT": "${{ steps.verify.outputs.attestation-path }}",
+                                "PREDICATE": "${{ steps.verify.outputs.attestation-predicate-path }}"}
+    assert jobs["publish"]["outputs"]["statement-sha256"] == "${{ steps.statement.outputs.statement-sha256 }}"
+    assert jobs["publish"]["outputs"]["predicate-sha256"] == "${{ steps.statement.outputs.predicate-sha256 }}"
+    # The artifact the publish job uploads is the one the attest job downloads, per run attempt.
+    name = "${{ inputs.artifact-prefix }}-attestation-${{ github.run_attempt }}"
+    assert THIRD_PARTY.match(upload["uses"]).group(2) == "upload-artifact"  # type: ignore[union-attr]
+    assert upload["with"]["name"] == name and upload["with"]["path"] == "testops-evidence-attestation/"
+    assert "steps.statement.outputs.statement-sha256 != ''" in upload["if"]
+    download, check, sign = attest["steps"][:3]
+    assert THIRD_PARTY.match(download["uses"]).group(2) == "download-artifact"  # type: ignore[union-attr]
+    assert download["with"] == {"name": name, "path": "testops-evidence-attestation"}
+    assert attest["needs"] == ["publish"] and "needs.publish.outputs.statement-sha256 != ''" in attest["if"]
+    assert check["env"] == {"STATEMENT_SHA256": "${{ needs.publish.outputs.statement-sha256 }}",
+                            "PREDICATE_SHA256": "${{ needs.publish.outputs.predicate-sha256 }}"}
+    # actions/attest, pinned by the commit of its v4.2.2 tag, with its documented inputs for a custom predicate.
+    assert sign["uses"] == "actions/attest@1e69f48acb82d1966a394da916b4c1698aa569d6"
+    assert sign["with"] == {"subject-path": "testops-evidence-attestation/publication.intoto.json",
+                            "predicate-type": PREDICATE_TYPE,
+                            "predicate-path": "testops-evidence-attestation/publication.predicate.json"}
+    assert attest["outputs"]["attestation-url"] == "${{ steps.attest.outputs.attestation-url }}"
+
+
+def run_step(step: dict[str, Any], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": os.environ["PATH"], **env}
+    return subprocess.run(["bash", "-c", step["run"]], cwd=cwd, env=full, capture_output=True, text=True,
+                          check=False)
+
+
+def test_attest_hashes_verifys_files_and_refuses_to_sign_one_replaced_between_the_jobs(tmp_path: Path) -> None:
+    statement_step, _upload, attest = attest_steps()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "publication.intoto.json").write_text('{"_type": "https://in-toto.io/Statement/v1"}\n')
+    (state / "publication.predicate.json").write_text('{"campaign": "agent-protocol"}\n')
+    publish, output = tmp_path / "publish", tmp_path / "output"
+    publish.mkdir()
+    done = run_step(statement_step, publish, {"STATEMENT": str(state / "publication.intoto.json"),
+                                              "PREDICATE": str(state / "publication.predicate.json"),
+                                              "GITHUB_OUTPUT": str(output)})
+    assert done.returncode == 0, done.stderr
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    copied = publish / "testops-evidence-attestation"
+    assert outputs == {"statement-sha256": hashlib.sha256((copied / "publication.intoto.json").read_bytes()).hexdigest(),
+                       "predicate-sha256": hashlib.sha256((copied / "publication.predicate.json").read_bytes()).hexdigest()}
+    check = attest["steps"][1]
+    env = {"STATEMENT_SHA256": outputs["statement-sha256"], "PREDICATE_SHA256": outputs["predicate-sha256"]}
+    assert run_step(check, publish, env).returncode == 0
+    # A worker that reached the runtime token replaced the artifact's statement: the attest job stops there.
+    (copied / "publication.intoto.json").write_text('{"_type": "https://in-toto.io/Statement/v1", "forged": 1}\n')
+    refused = run_step(check, publish, env)
+    assert refused.returncode != 0 and "FAILED" in refused.stdout
