@@ -10,7 +10,7 @@ import pytest
 
 from helpers import run_mode
 from servers.testops_server import TestOpsServer
-from test_selection_support import actions_env, example_document, write_contract
+from test_selection_support import actions_env, example_document, github_with_run, select_job_env, write_contract
 from test_testops_phases import contract_document
 from testops_evidence.context import env_context
 from testops_evidence.contract import contract_from_document
@@ -75,7 +75,9 @@ def test_testops_401_names_the_token_as_the_next_step(tmp_path: Path) -> None:
         server.add_project(12)
         contract = tmp_path / "contract.json"
         contract.write_text(json.dumps(contract_document(server.url)))
-        run = run_mode("bootstrap", tmp_path, {"contract": str(contract)}, {"ALLURE_TOKEN": "a-wrong-token"})
+        with github_with_run() as github:  # bootstrap re-admits its run before it uses the TestOps token
+            run = run_mode("bootstrap", tmp_path, {"contract": str(contract)},
+                           {**select_job_env(github, tmp_path), "ALLURE_TOKEN": "a-wrong-token"})
     assert (run.exit_code, run.outputs["error-code"]) == (4, "testops.auth")
     assert "**Next step:** Check that the secret passed as `testops-token` is a valid API token" in run.summary
     failure = run.failure()
@@ -118,7 +120,9 @@ def test_a_refusal_before_any_change_says_nothing_was_sent(tmp_path: Path) -> No
         server.add_project(12)
         contract = tmp_path / "contract.json"
         contract.write_text(json.dumps(contract_document(server.url)))
-        run = run_mode("bootstrap", tmp_path, {"contract": str(contract)}, {"ALLURE_TOKEN": "a-wrong-token"})
+        with github_with_run() as github:  # bootstrap re-admits its run before it uses the TestOps token
+            run = run_mode("bootstrap", tmp_path, {"contract": str(contract)},
+                           {**select_job_env(github, tmp_path), "ALLURE_TOKEN": "a-wrong-token"})
         assert server.mutations() == []
     assert "Exit code 4. Nothing was published or changed by this step." in run.summary
     assert "once-markers" not in run.summary
@@ -132,8 +136,9 @@ def test_a_refusal_after_a_started_change_names_it_and_reconcile(tmp_path: Path)
         server.fail("POST", "/testplan/340/run", "status", status=500)
         contract = tmp_path / "contract.json"
         contract.write_text(json.dumps(contract_document(server.url)))
-        run = run_mode("launch", tmp_path, {"contract": str(contract)},
-                       {"ALLURE_TOKEN": "the-right-token", "GITHUB_RUN_NUMBER": "17"})
+        with github_with_run() as github:  # launch re-admits its run before it uses the TestOps token
+            run = run_mode("launch", tmp_path, {"contract": str(contract)},
+                           {**select_job_env(github, tmp_path), "ALLURE_TOKEN": "the-right-token"})
     assert run.exit_code == 4 and run.outputs["error-code"] != "testops.uncertain", run.summary
     assert "This step started 1 change(s) before the refusal (`launch`): each is recorded as a once-marker" in run.summary
     assert "`mode: reconcile` reviews any left uncertain." in run.summary
