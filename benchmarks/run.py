@@ -449,6 +449,12 @@ def bench_import(cfg: Config) -> list[Figure]:
             intent = work / f"intent-{n}.json"
             intent.write_bytes(dumps(intent_document(cells)))
             intents[n] = (run_id, intent)
+        # The importing run, as the contract's policy admits it: import re-admits it (one GET) before it reads.
+        importing = gh.add_run("acme/agents", RUN_ID + 10, path=".github/workflows/agent-evals.yml",
+                               head_sha="0123456789abcdef0123456789abcdef01234567", head_branch="main")
+        event = work / "event.json"
+        event.write_text(json.dumps(gh.event_payload(importing["id"])))
+        import_builders_env = {**import_builders_env, **gh.runner_env(importing["id"], event_path=str(event))}
         counter = iter(range(1_000_000))
 
         def importer(n: int) -> Callable[[], None]:
