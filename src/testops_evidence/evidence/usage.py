@@ -14,6 +14,10 @@ cell counting as unavailable — a total is
 * ``partial`` (its value a lower bound) when any figure is unavailable or partial;
 * ``estimated`` when any figure is estimated;
 * ``reported`` when every figure was reported.
+
+A figure is at most :data:`MAX_FIGURE` (2^53 - 1: the largest integer every JSON reader — JavaScript's
+included, which Allure Report is — keeps exactly; the cell schema refuses more). A total that would pass it
+is that maximum, ``partial``: a true lower bound, where the exact sum would break the receipt's readers.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 REPORTED, ESTIMATED, PARTIAL, UNAVAILABLE = "reported", "estimated", "partial", "unavailable"
 COVERAGES = (REPORTED, ESTIMATED, PARTIAL, UNAVAILABLE)
 COST = "cost-nanodollars"
+MAX_FIGURE = 2**53 - 1
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,9 @@ def total(figures: Iterable[Figure]) -> Figure:
             value += figure.value
     if count == 0 or known == 0:
         return Figure(None, UNAVAILABLE, count, 0)
+    if value > MAX_FIGURE:
+        # Saturated: the maximum is still a true lower bound of what was spent.
+        return Figure(MAX_FIGURE, PARTIAL, count, known)
     if UNAVAILABLE in coverages or PARTIAL in coverages or known < count:
         coverage = PARTIAL
     elif ESTIMATED in coverages:
