@@ -6,6 +6,8 @@ code or exported as not passed, and nothing it wrote may make the campaign's evi
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,81 @@ def test_figures_at_the_maximum_saturate_the_total_as_a_lower_bound_and_the_rece
                                                            "figures": 5, "known": 3}
     assert case_row(options, "steady")["usage"][COST] == {"value": MAX_FIGURE, "coverage": PARTIAL}
     assert (run.outputs["cost-nanodollars"], run.outputs["cost-coverage"]) == (str(MAX_FIGURE), PARTIAL)
+
+
+# --- untrusted text in the trials, usage and budget sections ---------------------------------------------
+
+HOSTILE = "x<img src=x onerror=alert(1)>[click](https://evil.example)|@octocat **bold**\n# heading"
+
+
+def test_hostile_text_in_a_rejected_trial_stays_text_in_the_trials_table(tmp_path: Path) -> None:
+    """The trials table quotes why each trial did not pass, and a rejected cell's refusal quotes the cell:
+    what the worker wrote reaches the summary escaped, never as Markdown or HTML."""
+    contract = contract_of(trials_document(steady={"count": 2, "verdict": "any"}))
+    hostile = trial_cell(contract, "steady", 1, message=HOSTILE)
+    hostile["host"] = HOSTILE
+    run, options = export_run(tmp_path, contract, [
+        hostile, trial_cell(contract, "steady", 2), cell(contract, "flaky"), cell(contract, "human")])
+    steady = case_row(options, "steady")
+    assert [(t["status"], t.get("code")) for t in steady["trials"]] == [
+        ("broken", "export.cell_invalid"), ("passed", None)]
+    assert "### Trials" in run.summary
+    assert "img src=x" in run.summary  # quoted, as text
+    for live in (r"(?<!\\)<img", r"(?<!\\)\]\(https", r"\n# heading", r"(?<!\\)\*\*bold", r"@octocat"):
+        assert re.search(live, run.summary) is None, live
+
+
+# --- a caught forgery in one trial ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("forged", "code"), [
+    ({"failed": ("answer",), "disposition": "passed"}, "export.unsupported_pass"),
+    ({"sha": "f" * 40}, "export.cell_binding"),  # a passing cell replayed from another commit
+])
+@pytest.mark.parametrize("policy", ["any", {"at-least": 2}])
+def test_a_forged_trial_is_not_laundered_into_a_pass_by_the_policy(
+        tmp_path: Path, forged: dict[str, Any], code: str, policy: Any) -> None:
+    """Before: under ``any`` (or ``at-least`` with enough other passes) a trial caught forging a pass was one
+    broken trial among passes, and the case passed. A caught forgery now keeps its case from passing."""
+    contract = contract_of(trials_document(flaky={"count": 3, "verdict": policy}))
+    run, options = export_run(tmp_path, contract, [
+        trial_cell(contract, "flaky", 1, **forged), trial_cell(contract, "flaky", 2),
+        trial_cell(contract, "flaky", 3), cell(contract, "steady"), cell(contract, "human")])
+    assert run.exit_code == 1, run.summary
+    flaky = case_row(options, "flaky")
+    assert [(t["status"], t.get("code")) for t in flaky["trials"]] == [
+        ("broken", code), ("passed", None), ("passed", None)]
+    assert (flaky["status"], flaky["reason"], flaky["code"]) == ("broken", "invalid_cell", code)
+    assert "caught forgery" in run.summary
+
+
+def test_an_honestly_broken_trial_still_passes_under_any(tmp_path: Path) -> None:
+    """Pass@k as meant: an infrastructure failure or a missing trial beside a pass does not fail the case
+    (the trials table and the pass rate still show the broken trial)."""
+    contract = contract_of(trials_document(flaky={"count": 3, "verdict": "any"}))
+    run, options = export_run(tmp_path, contract, [
+        trial_cell(contract, "flaky", 1, failed=("cleanup",), disposition="infrastructure_failure"),
+        trial_cell(contract, "flaky", 2), cell(contract, "steady"), cell(contract, "human")])
+    assert run.exit_code == 0, run.summary
+    flaky = case_row(options, "flaky")
+    assert flaky["status"] == "passed"
+    assert flaky["pass-rate"]["broken"] == 2
+    assert "1/1 passed (100%, 95% CI 21%–100%), 2 broken" in run.summary
+
+
+def test_a_receipt_that_passes_a_case_with_a_forged_trial_is_refused(tmp_path: Path) -> None:
+    from testops_evidence.errors import Refusal
+    from testops_evidence.evidence.receipt import receipt_from_bytes
+
+    contract = contract_of(trials_document(flaky={"count": 2, "verdict": "any"}))
+    run, options = export_run(tmp_path, contract, [
+        trial_cell(contract, "flaky", 1, failed=("answer",), disposition="passed"), trial_cell(contract, "flaky", 2),
+        cell(contract, "steady"), cell(contract, "human")])
+    path = Path(options["results-dir"] + "-receipt.json")
+    document = json.loads(path.read_text())
+    row = next(r for r in document["results"] if r["key"] == "flaky")
+    row.update(status="passed", reason="passed")
+    row.pop("code", None)
+    with pytest.raises(Refusal) as error:
+        receipt_from_bytes(json.dumps(document).encode(), str(path))
+    assert error.value.code == "export.receipt"

@@ -174,7 +174,7 @@ def _check_trials(row: Mapping[str, Any], path: str) -> None:
     verdict = policy["verdict"]
     required = {"all": policy["count"], "any": 1}.get(verdict) if isinstance(verdict, str) else verdict["at-least"]
     assert required is not None
-    status = policy_status(required, [t["status"] for t in trials])
+    status = policy_status(required, [t["status"] for t in trials], [t.get("code") for t in trials])
     if row["status"] != status:
         raise _refuse(f"the export receipt {path} says {row['key']!r} {row['status']}, but its trials make it "
                       f"{status} under its policy", field=f"{row['key']}/status", expected=status, actual=row["status"])

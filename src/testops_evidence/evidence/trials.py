@@ -14,6 +14,12 @@ pass@k; ``at-least: n``). With ``p`` passed, ``f`` failed and ``b`` broken trial
   the behaviour measured decides it;
 * **broken** otherwise — the broken trials decide the verdict, so the case is not verified by this run.
 
+A trial whose cell claimed what its evidence refutes — a pass its own checks contradict
+(``export.unsupported_pass``), or a cell bound to another commit, profile or run attempt
+(``export.cell_binding``: a replayed cell) — is not just a trial that measured nothing: it is a forgery
+caught in this case. Such a case is never passed by its policy, whatever its other trials say (``any``
+must not launder a caught forgery into pass@k): it is **broken**, reason ``invalid_cell`` with that code.
+
 For ``k = 1`` this is exactly the verdict of the one cell. The **pass rate** is ``p / (p + f)``, over the
 trials that measured the behaviour (a broken trial measured nothing), with its 95% Wilson score interval.
 """
@@ -25,9 +31,11 @@ from dataclasses import dataclass
 from math import sqrt
 
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import BEHAVIOR, PASSED, BoundCell, Verdict, verdict
+from testops_evidence.evidence.cells import BEHAVIOR, INVALID, PASSED, BoundCell, Verdict, verdict
 
 TRIALS_INCOMPLETE = "trials_incomplete"
+# Refusals of a trial's cell that catch a forged claim: the case they occur in cannot be passed.
+FORGERY_CODES = frozenset({"export.unsupported_pass", "export.cell_binding"})
 # The two-sided 95% normal quantile (the 0.975 quantile of the standard normal distribution).
 Z95 = 1.959963984540054
 
@@ -113,8 +121,11 @@ class CaseOutcome:
                 "wilson-95": None if interval is None else [round(interval[0], 6), round(interval[1], 6)]}
 
 
-def policy_status(required: int, statuses: list[str]) -> str:
-    """The case status of trials with these statuses under "at least ``required`` passed"."""
+def policy_status(required: int, statuses: list[str], codes: list[str | None] | None = None) -> str:
+    """The case status of trials with these statuses (and refusal codes) under "at least ``required``
+    passed"; a caught forgery (:data:`FORGERY_CODES`) keeps the case from passing."""
+    if any(code in FORGERY_CODES for code in codes or ()) and statuses.count("passed") >= required:
+        return "broken"
     passed = statuses.count("passed")
     broken = statuses.count("broken")
     if passed >= required:
@@ -145,7 +156,7 @@ def case_outcome(case: Case, bound: Mapping[tuple[str, int], BoundCell],
         return CaseOutcome(case, (TrialOutcome(1, bound.get((case.key, 1)), one),), one)
     trials = tuple(TrialOutcome(n, bound.get((case.key, n)), trial_verdict(n)) for n in range(1, count + 1))
     required = case.trials.required
-    status = policy_status(required, [t.verdict.status for t in trials])
+    status = policy_status(required, [t.verdict.status for t in trials], [t.verdict.code for t in trials])
     failed = [t for t in trials if t.verdict.status == "failed"]
     broken = [t for t in trials if t.verdict.status == "broken"]
     passed = count - len(failed) - len(broken)
@@ -154,6 +165,13 @@ def case_outcome(case: Case, bound: Mapping[tuple[str, int], BoundCell],
     policy = f"verdict policy {case.trials.policy()} needs {required} passed"
     if status == "passed":
         return CaseOutcome(case, trials, Verdict("passed", PASSED, None))
+    forged = [t for t in trials if t.verdict.code in FORGERY_CODES]
+    if status == "broken" and forged and passed >= required:
+        first = forged[0]
+        return CaseOutcome(case, trials, Verdict(
+            "broken", INVALID, f"Not verified: {tally}, which the {policy} would accept, but the cell of trial "
+            f"{_ordinals(forged)} was refused ({first.verdict.code}): a claim its evidence refutes. A case with a "
+            "caught forgery is never passed by its policy; re-run it.", code=first.verdict.code))
     if status == "failed":
         checks = tuple(dict.fromkeys(c for t in failed for c in t.verdict.failed_checks))
         return CaseOutcome(case, trials, Verdict(

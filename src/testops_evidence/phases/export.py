@@ -381,7 +381,8 @@ def _write_results(
                 row_extra: dict[str, Any] = {
                     "attempt-id": None, "superseded": [],
                     "policy": {"count": case.trials.count, "verdict": case.trials.verdict_json()},
-                    "pass-rate": outcome.rate_row(), "trials": trials}
+                    "pass-rate": outcome.rate_row(), "trials": trials,
+                    **({"code": outcome.verdict.code} if outcome.verdict.code is not None else {})}
             else:
                 only = outcome.trials[0]
                 files = _write_one(ctx, temp, binding, case, outcome.verdict, only.bound, now_ms,
