@@ -296,6 +296,12 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Make the harness stop the agent at the TESTOPS_EVIDENCE_BUDGET it is given, or raise budget.trial.",
               cause="An agent that kept calling the model past the cap, or a harness that ignores the budget.",
               scope=SCOPE_CASE),
+        _spec("budget.unverified", _U, "a trial gave no figure that can be checked against a capped counter; "
+              "it is recorded as broken",
+              "Make the harness report every counter the contract's budget caps, as measured or estimated "
+              "(docs/evidence.md, \"Budgets\"), or remove the cap the harness cannot measure.",
+              cause="A harness that reports a capped counter as unavailable, leaves it out, or reports only a "
+                    "lower bound (partial) within the cap.", scope=SCOPE_CASE),
         # --- export --------------------------------------------------------------------------------
         # A cell proven to be of this selection and from the worker that owns its case can only be wrong
         # about its own case: its defects make that case broken (scope "case"). A cell whose selection,

@@ -159,3 +159,52 @@ def test_a_receipt_that_passes_a_case_with_a_forged_trial_is_refused(tmp_path: P
     with pytest.raises(Refusal) as error:
         receipt_from_bytes(json.dumps(document).encode(), str(path))
     assert error.value.code == "export.receipt"
+
+
+# --- dodging a budget ------------------------------------------------------------------------------------
+
+
+def budgeted(budget: dict[str, Any], **trials: dict[str, Any]) -> dict[str, Any]:
+    document = trials_document(**trials)
+    document["budget"] = budget
+    return document
+
+
+@pytest.mark.parametrize("dodge", [{"coverage": "unavailable"}, None])  # None: the capped counter left out
+def test_a_trial_that_hides_a_capped_counter_is_broken_as_unverified(tmp_path: Path, dodge: Any) -> None:
+    """Before: a worker that reported its cost ``unavailable`` (or not at all) under a per-trial cost cap
+    counted as having spent nothing, and the summary said every trial ran within the budget, with a
+    'verified' spend of 0. A capped counter without a figure cannot be checked: the trial is broken,
+    ``budget.unverified``, and the job's spend is shown as a lower bound."""
+    contract = contract_of(budgeted({"trial": {COST: 1_000}, "campaign": {COST: 100_000}},
+                                    flaky={"count": 2, "verdict": "any"}))
+    hiding = trial_cell(contract, "flaky", 1)
+    hiding["usage"] = {"input-tokens": 10} if dodge is None else {COST: dodge}
+    run, options = export_run(tmp_path, contract, [
+        hiding, with_cost(trial_cell(contract, "flaky", 2, failed=("answer",)), 900),
+        with_cost(cell(contract, "steady"), 500), with_cost(cell(contract, "human"), 5)])
+    assert run.exit_code == 1, run.summary
+    flaky = case_row(options, "flaky")
+    assert [(t["status"], t["reason"], t.get("code")) for t in flaky["trials"]] == [
+        ("broken", "budget", "budget.unverified"), ("failed", "behavior_failure", None)]
+    assert flaky["status"] == "broken"  # the unverified trial decides "any": not verified by this run
+    receipt = load_receipt(options["results-dir"] + "-receipt.json")
+    assert receipt.document["budget"]["unverified"] == [{"key": "flaky", "trial": 1}]
+    assert "Every trial ran within" not in run.summary
+    assert "budget.unverified" in run.summary
+    # The hiding job's spend is a lower bound, never a verified 0.
+    assert "| `native-flaky-t1` | cost-nanodollars 25,000 | cost-nanodollars ≥ 0 | 0 |" in run.summary
+
+
+def test_an_estimated_or_partial_figure_is_checked_against_the_cap(tmp_path: Path) -> None:
+    """An estimate is a figure: checked like a reported one. A partial figure is a lower bound: over the cap
+    it is over; within it, it proves nothing — unverified."""
+    contract = contract_of(budgeted({"trial": {COST: 1_000}}, flaky={"count": 3, "verdict": "any"}))
+    run, options = export_run(tmp_path, contract, [
+        with_cost(trial_cell(contract, "flaky", 1), {"value": 5_000, "coverage": "estimated"}),
+        with_cost(trial_cell(contract, "flaky", 2), {"value": 10, "coverage": "partial"}),
+        with_cost(trial_cell(contract, "flaky", 3), {"value": 999, "coverage": "estimated"}),
+        with_cost(cell(contract, "steady"), 5), with_cost(cell(contract, "human"), 5)])
+    assert run.exit_code == 0, run.summary
+    assert [(t["status"], t.get("code")) for t in case_row(options, "flaky")["trials"]] == [
+        ("broken", "budget.exceeded"), ("broken", "budget.unverified"), ("passed", None)]

@@ -13,8 +13,12 @@ without a cell whose job had spent its share before it is **broken** with ``budg
 skipped; a trial whose admitted usage is above the per-trial cap is broken with ``budget.exceeded``. A
 trial that did leave a cell is judged on it even if its job was over its share (its spend is reported).
 
-A budget binds what cells report: a figure that is unavailable counts as nothing spent, and an agent
-that controls its worker can under-report. Coverage is shown beside every total.
+A cap binds only what it can check. An admitted trial that gives no figure for a capped counter
+(``unavailable``, or the counter left out), or only a lower bound within its per-trial cap (``partial``),
+is **broken** with ``budget.unverified``: otherwise a worker could dodge any cap by not reporting, and the
+summary would call a spend of "nothing" verified. An estimate is a figure and is checked like a reported
+one. A job's verified spend is then a lower bound, and is shown as one. An agent that controls its worker
+can still under-report a figure it does give; coverage is shown beside every total.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from dataclasses import dataclass, field
 from testops_evidence.contract import Budget
 from testops_evidence.evidence.cells import Verdict
 from testops_evidence.evidence.matrix import MatrixPlan, Unit, budget_row
-from testops_evidence.evidence.usage import Figure
+from testops_evidence.evidence.usage import PARTIAL, Figure
 
 EXHAUSTED = "budget.exhausted"
 EXCEEDED = "budget.exceeded"
+UNVERIFIED = "budget.unverified"
 REASON = "budget"
 
 
@@ -40,6 +45,11 @@ class JobSpend:
     allowance: Mapping[str, int]
     spent: dict[str, int] = field(default_factory=dict)
     stopped: list[Unit] = field(default_factory=list)
+    unknown: set[str] = field(default_factory=set)  # counters some trial of the job gave no exact figure for
+
+    def shown(self, name: str) -> str:
+        """The job's spend of ``name``: a lower bound (``≥``) when a trial gave no exact figure for it."""
+        return ("≥ " if name in self.unknown else "") + f"{self.spent.get(name, 0):,}"
 
     @property
     def over(self) -> list[str]:
@@ -86,6 +96,8 @@ def judge(budget: Budget, plan: MatrixPlan, figures: Mapping[Unit, Mapping[str, 
             for name in allowance:
                 value = unit_figures[name].value if name in unit_figures else None
                 spend.spent[name] += value or 0
+                if unit in admitted and (value is None or unit_figures[name].coverage == PARTIAL):
+                    spend.unknown.add(name)
             over = [(name, unit_figures[name], cap) for name, cap in budget.trial.items()
                     if name in unit_figures and (unit_figures[name].value or 0) > cap]
             if unit in admitted and over:
@@ -94,5 +106,28 @@ def judge(budget: Budget, plan: MatrixPlan, figures: Mapping[Unit, Mapping[str, 
                 verdicts[unit] = Verdict("broken", REASON, f"Over budget: {what} used {detail} (budget.trial); its "
                                          "result is not admitted as a measurement within the contract's budget.",
                                          code=EXCEEDED)
+                continue
+            unchecked = [name for name in dict.fromkeys([*budget.trial, *allowance])
+                         if _unchecked(unit_figures.get(name), budget.trial.get(name))]
+            if unit in admitted and unchecked:
+                detail = ", ".join(f"{name} {_shown(unit_figures.get(name))}" for name in unchecked)
+                verdicts[unit] = Verdict("broken", REASON, f"Budget not verified: the contract caps {detail} of "
+                                         f"{what}, and its cell gives no figure that can be checked against the cap; "
+                                         "its result is not admitted as a measurement within the budget.",
+                                         code=UNVERIFIED)
         jobs.append(spend)
     return Judgement(verdicts, tuple(jobs))
+
+
+def _unchecked(figure: Figure | None, trial_cap: int | None) -> bool:
+    """A capped counter's figure proves nothing against the cap: none, unavailable, or (under a per-trial
+    cap) a lower bound within it."""
+    if figure is None or figure.value is None:
+        return True
+    return figure.coverage == PARTIAL and trial_cap is not None and figure.value <= trial_cap
+
+
+def _shown(figure: Figure | None) -> str:
+    if figure is None:
+        return "(not reported)"
+    return "(unavailable)" if figure.value is None else f"{figure.value:,} ({figure.coverage})"

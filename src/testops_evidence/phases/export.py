@@ -24,7 +24,7 @@ from testops_evidence.contract import Case
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import allure, previous, remote_cells, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
-from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, Judgement, judge
+from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
 from testops_evidence.evidence.matrix import Unit, plan_matrices
@@ -324,6 +324,7 @@ def _budget_block(budget: Any, judgement: Judgement) -> dict[str, Any]:
     return {"campaign": dict(budget.campaign), "trial": dict(budget.trial),
             "not-run": [{"key": key, "trial": n} for key, n in judgement.codes(EXHAUSTED)],
             "over-cap": [{"key": key, "trial": n} for key, n in judgement.codes(EXCEEDED)],
+            "unverified": [{"key": key, "trial": n} for key, n in judgement.codes(UNVERIFIED)],
             "jobs-over-share": [spend.job for spend in judgement.jobs if spend.over]}
 
 
@@ -607,8 +608,9 @@ def _usage_section(accounts: usage.Accounts) -> str:
 
 def _budget_section(judgement: Judgement) -> str:
     stopped, over = judgement.codes(EXHAUSTED), judgement.codes(EXCEEDED)
+    unverified = judgement.codes(UNVERIFIED)
     lines = ["\n### Budget\n\n"]
-    if not stopped and not over:
+    if not stopped and not over and not unverified:
         lines.append("Every trial ran within the contract's budget.\n")
     if stopped:
         lines.append(f"**{len(stopped)} trial(s) not run** (`budget.exhausted`: their worker job had spent its share "
@@ -617,11 +619,16 @@ def _budget_section(judgement: Judgement) -> str:
     if over:
         lines.append(f"{chr(10) if stopped else ''}**{len(over)} trial(s) over the per-trial cap** (`budget.exceeded`), exported as broken: "
                      + ", ".join(summary.code(f"{key}#{n}") for key, n in over[:50]) + ".\n")
+    if unverified:
+        lines.append(f"{chr(10) if stopped or over else ''}**{len(unverified)} trial(s) without a figure for a capped "
+                     "counter** (`budget.unverified`: unavailable, not reported, or a lower bound within the cap), "
+                     "exported as broken: " + ", ".join(summary.code(f"{key}#{n}") for key, n in unverified[:50])
+                     + ".\n")
     jobs = [spend for spend in judgement.jobs if spend.allowance]
     if jobs:
         lines.append("\n" + summary.table(("job", "share of the campaign cap", "spent (verified)", "not run"), [
             (summary.code(spend.job), ", ".join(f"{name} {cap:,}" for name, cap in spend.allowance.items()),
-             ", ".join(f"{name} {spend.spent[name]:,}" + (" (over)" if name in spend.over else "")
+             ", ".join(f"{name} {spend.shown(name)}" + (" (over)" if name in spend.over else "")
                        for name in spend.allowance), len(spend.stopped))
             for spend in jobs], limit=50))
     return "".join(lines)
