@@ -208,3 +208,32 @@ def test_an_estimated_or_partial_figure_is_checked_against_the_cap(tmp_path: Pat
     assert run.exit_code == 0, run.summary
     assert [(t["status"], t.get("code")) for t in case_row(options, "flaky")["trials"]] == [
         ("broken", "budget.exceeded"), ("broken", "budget.unverified"), ("passed", None)]
+
+
+# --- the previous campaign -------------------------------------------------------------------------------
+
+
+def test_a_receipt_replayed_into_a_later_runs_artifact_is_not_a_baseline(tmp_path: Path) -> None:
+    """A worker of the newest earlier run that reached the runtime token uploads, under the publication's
+    name, the receipt of an older run in which everything failed: compared with it, nothing regresses. The
+    receipt names the run it was made in, and it is not the artifact's run: not comparable, never compared."""
+    from test_previous import EARLIER, REPOSITORY, WORKFLOW, document, earlier_export, export, select, zipped
+    from test_selection_support import github_with_run
+
+    contract = contract_of(document())
+    older = earlier_export(tmp_path, contract, [
+        cell(contract, key, disposition="behavior_failure", failed=list(contract.case(key).checks))
+        for key in ("flaky", "steady", "human")], run_id=EARLIER - 3)
+    with github_with_run() as github:
+        github.add_run(REPOSITORY, EARLIER, path=WORKFLOW, head_branch="main", status="completed",
+                       conclusion="failure")
+        github.add_artifact(EARLIER, f"testops-evidence-report-agent-protocol-{EARLIER}-1",
+                            zipped({"allure-results-receipt.json": older.read_bytes()}))
+        run = select(tmp_path, github, contract, **{"compare-with": "previous"})
+        assert run.exit_code == 0, run.summary
+        baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]
+        assert baseline["comparable"] is False and "replayed" in baseline["why-not"], baseline
+        exported, _results = export(tmp_path, github, contract, [
+            cell(contract, "flaky"), cell(contract, "steady", disposition="behavior_failure", failed=["answer"]),
+            cell(contract, "human")], run.outputs["selection-sha256"])
+        assert (exported.outputs["comparison"], exported.outputs["regressions"]) == ("not-comparable", "[]")

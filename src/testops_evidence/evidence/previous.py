@@ -117,7 +117,15 @@ def newcombe(passed_a: int, trials_a: int, passed_b: int, trials_b: int) -> tupl
 
 
 def binding_of(block: Mapping[str, Any], *, contract_sha256: str, profile: Mapping[str, str]) -> str | None:
-    """Why a baseline is not comparable (None when it is): another contract or another profile."""
+    """Why a baseline is not comparable (None when it is): a receipt in another run's artifact, another
+    contract or another profile."""
+    # The artifact's run comes from the Actions API, the receipt's from the receipt: a worker of the earlier
+    # run that reached the runtime token could upload an older run's receipt (one where everything failed)
+    # under the publication's name, and regressions would vanish against it.
+    artifact_run = block.get("artifact-run-id")
+    if artifact_run is not None and artifact_run != block["run-id"]:
+        return (f"the receipt in run {artifact_run}'s artifact {block.get('artifact')} was made by run "
+                f"{block['run-id']}: a receipt replayed into another run's artifact is no baseline")
     if block["contract-sha256"] != contract_sha256:
         return (f"the baseline was made under another contract (contract sha256 {block['contract-sha256'][:12]}…, "
                 f"this one {contract_sha256[:12]}…)")
