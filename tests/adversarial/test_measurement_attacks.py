@@ -237,3 +237,60 @@ def test_a_receipt_replayed_into_a_later_runs_artifact_is_not_a_baseline(tmp_pat
             cell(contract, "flaky"), cell(contract, "steady", disposition="behavior_failure", failed=["answer"]),
             cell(contract, "human")], run.outputs["selection-sha256"])
         assert (exported.outputs["comparison"], exported.outputs["regressions"]) == ("not-comparable", "[]")
+
+
+# --- remote cells ----------------------------------------------------------------------------------------
+
+
+def test_a_ledger_with_two_attempts_at_one_ordinal_is_refused(tmp_path: Path) -> None:
+    """The ledger's ordinal is the trial: a ledger edited so that a passing retry sits at the ordinal of a
+    failed attempt (two attempts at ordinal 1) must not let the pass count."""
+    from test_remote_cells import export, remote_contract
+    from test_remote_cells import ledger as ledger_fixture
+    from testops_evidence.contract import contract_from_document
+    from testops_evidence.safeio import sha256_bytes
+
+    ledger = ledger_fixture.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    document = json.loads(ledger.read_text())
+    attempts = document["scenarios"]["company-credential-approval"]["attempts"]
+    assert [a["ordinal"] for a in attempts] == [1, 2]
+    attempts[1]["ordinal"] = 1
+    ledger.write_text(json.dumps(document))
+    contract = contract_from_document(remote_contract())
+    run, results = export(tmp_path, contract, ledger, **{"ledger-sha256": sha256_bytes(ledger.read_bytes())})
+    assert run.exit_code == 3, run.summary
+    assert run.outputs["error-code"].startswith("ledger."), run.outputs
+
+
+@pytest.mark.parametrize(("edit", "code"), [
+    (lambda d: d.update(campaign="another-campaign"), "selection.rerun_from"),
+    (lambda d: d["context"].update(repository="mallory/agents"), "selection.rerun_from"),
+    (lambda d: d["context"].update({"run-id": __import__("test_previous").RUN_ID}), "selection.rerun_from"),
+    # Another commit and another contract are what a re-run is for (the code or the contract was fixed):
+    # accepted, and the commit and contract digest it re-runs are recorded.
+    (lambda d: d["context"].update({"head-sha": "e" * 40}), None),
+    (lambda d: d.update({"contract-sha256": "c" * 64}), None),
+])
+def test_rerun_from_a_receipt_of_another_campaign_repository_or_run(tmp_path: Path, edit: Any, code: str | None) -> None:
+    """The digest binds the bytes the operator chose, not where they come from: a receipt of another campaign,
+    repository, or of this very run is refused even with its own digest."""
+    from test_previous import document, earlier_export, select
+    from test_selection_support import github_with_run
+    from testops_evidence.safeio import sha256_bytes
+
+    contract = contract_of(document())
+    receipt = earlier_export(tmp_path, contract, [
+        cell(contract, "flaky", disposition="behavior_failure", failed=["answer"]), cell(contract, "steady")])
+    forged = json.loads(receipt.read_text())
+    edit(forged)
+    receipt.write_text(json.dumps(forged, indent=2))
+    with github_with_run() as github:
+        run = select(tmp_path, github, contract, **{"rerun-from": str(receipt),
+                                                    "rerun-from-sha256": sha256_bytes(receipt.read_bytes())})
+    if code is not None:
+        assert run.outputs["error-code"] == code, run.summary
+        assert not (tmp_path / "out" / "selection.json").exists()
+        return
+    assert run.exit_code == 0, run.summary
+    rerun = json.loads((tmp_path / "out" / "selection.json").read_text())["rerun-of"]
+    assert (rerun["head-sha"], rerun["contract-sha256"]) == (forged["context"]["head-sha"], forged["contract-sha256"])
