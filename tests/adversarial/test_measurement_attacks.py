@@ -148,7 +148,7 @@ def test_a_receipt_that_passes_a_case_with_a_forged_trial_is_refused(tmp_path: P
     from testops_evidence.evidence.receipt import receipt_from_bytes
 
     contract = contract_of(trials_document(flaky={"count": 2, "verdict": "any"}))
-    run, options = export_run(tmp_path, contract, [
+    _run, options = export_run(tmp_path, contract, [
         trial_cell(contract, "flaky", 1, failed=("answer",), disposition="passed"), trial_cell(contract, "flaky", 2),
         cell(contract, "steady"), cell(contract, "human")])
     path = Path(options["results-dir"] + "-receipt.json")
@@ -257,7 +257,7 @@ def test_a_ledger_with_two_attempts_at_one_ordinal_is_refused(tmp_path: Path) ->
     attempts[1]["ordinal"] = 1
     ledger.write_text(json.dumps(document))
     contract = contract_from_document(remote_contract())
-    run, results = export(tmp_path, contract, ledger, **{"ledger-sha256": sha256_bytes(ledger.read_bytes())})
+    run, _results = export(tmp_path, contract, ledger, **{"ledger-sha256": sha256_bytes(ledger.read_bytes())})
     assert run.exit_code == 3, run.summary
     assert run.outputs["error-code"].startswith("ledger."), run.outputs
 
