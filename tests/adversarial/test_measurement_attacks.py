@@ -294,3 +294,25 @@ def test_rerun_from_a_receipt_of_another_campaign_repository_or_run(tmp_path: Pa
     assert run.exit_code == 0, run.summary
     rerun = json.loads((tmp_path / "out" / "selection.json").read_text())["rerun-of"]
     assert (rerun["head-sha"], rerun["contract-sha256"]) == (forged["context"]["head-sha"], forged["contract-sha256"])
+
+
+def test_a_remote_cell_over_the_per_trial_cap_is_broken_like_a_workers(tmp_path: Path) -> None:
+    """Remote cells have no worker job, so the job-by-job re-check never saw them: a remote trial of 18,234
+    input tokens passed a per-trial cap of 1,000. The per-trial cap binds every trial, wherever it ran."""
+    from test_remote_cells import export, remote_contract
+    from test_remote_cells import ledger as ledger_fixture
+    from testops_evidence.contract import contract_from_document
+    from testops_evidence.safeio import sha256_bytes
+
+    ledger = ledger_fixture.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    document = remote_contract()
+    document["budget"] = {"trial": {"input-tokens": 1_000}}
+    contract = contract_from_document(document)
+    run, results = export(tmp_path, contract, ledger, **{"ledger-sha256": sha256_bytes(ledger.read_bytes())})
+    assert run.exit_code == 1, run.summary
+    receipt = load_receipt(f"{results}-receipt.json")
+    rows = {row["key"]: row for row in receipt.results}
+    assert [(t["status"], t.get("code")) for t in rows["get-task-context"]["trials"]] == [
+        ("broken", "budget.exceeded"), ("broken", "budget.exceeded")]
+    assert rows["local-case"]["status"] == "passed"  # 100 input tokens: within the cap
+    assert {"key": "get-task-context", "trial": 1} in receipt.document["budget"]["over-cap"]

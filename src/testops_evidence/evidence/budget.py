@@ -98,25 +98,39 @@ def judge(budget: Budget, plan: MatrixPlan, figures: Mapping[Unit, Mapping[str, 
                 spend.spent[name] += value or 0
                 if unit in admitted and (value is None or unit_figures[name].coverage == PARTIAL):
                     spend.unknown.add(name)
-            over = [(name, unit_figures[name], cap) for name, cap in budget.trial.items()
-                    if name in unit_figures and (unit_figures[name].value or 0) > cap]
-            if unit in admitted and over:
-                detail = ", ".join(f"{name} {figure.value:,} ({figure.coverage}) over its cap {cap:,}"
-                                   for name, figure, cap in over)
-                verdicts[unit] = Verdict("broken", REASON, f"Over budget: {what} used {detail} (budget.trial); its "
-                                         "result is not admitted as a measurement within the contract's budget.",
-                                         code=EXCEEDED)
-                continue
-            unchecked = [name for name in dict.fromkeys([*budget.trial, *allowance])
-                         if _unchecked(unit_figures.get(name), budget.trial.get(name))]
-            if unit in admitted and unchecked:
-                detail = ", ".join(f"{name} {_shown(unit_figures.get(name))}" for name in unchecked)
-                verdicts[unit] = Verdict("broken", REASON, f"Budget not verified: the contract caps {detail} of "
-                                         f"{what}, and its cell gives no figure that can be checked against the cap; "
-                                         "its result is not admitted as a measurement within the budget.",
-                                         code=UNVERIFIED)
+            if unit in admitted:
+                _judge_trial(budget, unit, what, unit_figures, allowance, verdicts)
         jobs.append(spend)
+    # Units no worker job runs (cases measured remotely, their cells from the ledger) have no share of a
+    # campaign cap to spend, but the per-trial cap binds every trial wherever it ran.
+    in_jobs = {unit for units in plan.jobs().values() for unit in units}
+    for unit in figures:
+        if unit not in in_jobs and unit in admitted:
+            _judge_trial(budget, unit, _what(unit, counts[unit[0]]), figures[unit], {}, verdicts)
     return Judgement(verdicts, tuple(jobs))
+
+
+def _judge_trial(budget: Budget, unit: Unit, what: str, unit_figures: Mapping[str, Figure],
+                 allowance: Mapping[str, int], verdicts: dict[Unit, Verdict]) -> None:
+    """An admitted trial against the per-trial caps (``budget.exceeded``), and every capped counter —
+    the per-trial caps and its job's share — for a figure that can be checked (``budget.unverified``)."""
+    over = [(name, unit_figures[name], cap) for name, cap in budget.trial.items()
+            if name in unit_figures and (unit_figures[name].value or 0) > cap]
+    if over:
+        detail = ", ".join(f"{name} {figure.value:,} ({figure.coverage}) over its cap {cap:,}"
+                           for name, figure, cap in over)
+        verdicts[unit] = Verdict("broken", REASON, f"Over budget: {what} used {detail} (budget.trial); its "
+                                 "result is not admitted as a measurement within the contract's budget.",
+                                 code=EXCEEDED)
+        return
+    unchecked = [name for name in dict.fromkeys([*budget.trial, *allowance])
+                 if _unchecked(unit_figures.get(name), budget.trial.get(name))]
+    if unchecked:
+        detail = ", ".join(f"{name} {_shown(unit_figures.get(name))}" for name in unchecked)
+        verdicts[unit] = Verdict("broken", REASON, f"Budget not verified: the contract caps {detail} of "
+                                 f"{what}, and its cell gives no figure that can be checked against the cap; "
+                                 "its result is not admitted as a measurement within the budget.",
+                                 code=UNVERIFIED)
 
 
 def _unchecked(figure: Figure | None, trial_cap: int | None) -> bool:
