@@ -4,6 +4,7 @@ of the bad field and what was expected."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,9 @@ def strict_validator(schema: Any) -> Any:
     return _strict_validator_class()(schema)
 
 
+_ERRORS_READ = 1000
+
+
 @cache
 def _validator(name: str) -> Any:
     return strict_validator(load_schema(name))
@@ -73,13 +77,19 @@ def schema_errors(schema_name: str, document: Any) -> Iterator[tuple[str, str, s
     A valid document is recognised by the compiled check of :mod:`schemacheck` (exact for the keywords
     our schemas use, and ~50x faster than jsonschema on them); jsonschema runs only to explain an
     invalid one."""
-    fast = _fast_check(schema_name)
-    if fast is not None and fast(document):
-        return
     from jsonschema.exceptions import best_match
 
-    validator = _validator(schema_name)
-    errors = sorted(validator.iter_errors(document), key=lambda e: (list(e.absolute_path), e.validator))
+    try:
+        fast = _fast_check(schema_name)
+        if fast is not None and fast(document):
+            return
+        # At most _ERRORS_READ errors are gathered: a list of millions of invalid items would otherwise
+        # make millions of error objects (gigabytes, minutes) before the first one is reported.
+        errors = sorted(itertools.islice(_validator(schema_name).iter_errors(document), _ERRORS_READ),
+                        key=lambda e: (list(e.absolute_path), e.validator))
+    except RecursionError:  # both checkers recurse with the document; its parser bounds depth loosely
+        yield pointer([]), "is nested too deeply to be checked", "fewer levels of nesting"
+        return
     for error in errors:
         chosen = best_match([error]) if error.context else error
         expected = _expected(chosen)

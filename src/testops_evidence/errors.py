@@ -381,6 +381,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Publish the log exactly as the tool wrote it; find the step that edited, merged or truncated it.",
               cause="A log edited or assembled by hand, two logs merged into one, or an archive with entries removed.",
               scope=SCOPE_CASE),
+        _spec("export.log_budget", _U, "an evaluation log needs more memory to read than its budget allows (an "
+              "Inspect AI `.eval` whose header and sample summaries declare over 64 MiB)",
+              "Split the eval into several logs (a task or a sample range per log) so each log's summaries stay "
+              "under the budget; if the log is not one Inspect AI wrote, find the step that made it.",
+              cause="An eval of tens of thousands of sample epochs in one log, or an archive whose entries declare "
+              "huge sizes (a decompression bomb).",
+              scope=SCOPE_CASE),
         _spec("export.receipt_digest", _I, "the export receipt does not hash to the receipt-sha256 export output",
               "Pass upload and verify the export job's `receipt-sha256` output and the receipt that job uploaded, "
               "unchanged; a receipt changed between the jobs is never published.",

@@ -84,6 +84,7 @@ class Archive:
     names: tuple[str, ...]
     files: Mapping[str, ArchiveFile] = field(default_factory=dict)
     uncompressed_bytes: int = 0
+    sizes: Mapping[str, int] = field(default_factory=dict)  # every file's declared (and enforced) size
 
     def under(self, prefix: str) -> list[ArchiveFile]:
         return [f for name, f in self.files.items() if name.startswith(prefix)]
@@ -158,6 +159,11 @@ def _check_entry(info: zipfile.ZipInfo, limits: ArchiveLimits) -> None:
     if info.compress_type not in methods:
         raise _unsafe(f"an entry uses compression method {info.compress_type}", entry=name,
                       expected="stored or deflated" + (" or Zstandard" if limits.zstandard else ""))
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+        # zipfile reads a stored entry's declared size and stops: the bytes after it would be read by
+        # another reader as the same entry's content (two readers, two documents).
+        raise _unsafe(f"a stored entry holds {info.compress_size} bytes but declares {info.file_size}", entry=name,
+                      expected="a stored entry's sizes equal")
     if info.file_size > limits.max_entry_bytes:
         raise _unsafe(f"an entry declares {info.file_size} bytes, over the {limits.max_entry_bytes}-byte cap",
                       entry=name, expected=f"<= {limits.max_entry_bytes} bytes")
@@ -233,7 +239,8 @@ def _extract(data: bytes, prefix: str, limits: ArchiveLimits, select: Callable[[
                 content = _inflate(archive, info, cap)
             budget -= len(content)
             read[info.filename] = ArchiveFile(info.filename, content, hashlib.sha256(content).hexdigest())
-        return Archive(names=tuple(i.filename for i in files), files=read, uncompressed_bytes=declared)
+        return Archive(names=tuple(i.filename for i in files), files=read, uncompressed_bytes=declared,
+                       sizes={i.filename: i.file_size for i in files})
 
 
 def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes:

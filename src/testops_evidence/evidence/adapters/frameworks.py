@@ -35,6 +35,10 @@ _NUMBER_DIGITS = 40
 _MIN_MS = 946_684_800_000  # 2000-01-01T00:00:00Z: an evaluation log older than this is not real
 _MAX_MS = 7_258_118_400_000  # 2200-01-01T00:00:00Z
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+# A parsed JSON value costs up to ~80 bytes (`[{},{},...]` is 3 bytes an object), so the file size cap
+# alone lets a 512 MiB log take 14 GB to read. Honest logs hold one value per ~18 bytes (Inspect, promptfoo):
+# 8 million values is about 150 MB of log, and at most ~650 MB of memory however they are shaped.
+MAX_VALUES = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -156,13 +160,29 @@ def check_version(version: Any, supported: Sequence[int], *, tool: str, source: 
                       expected=list(supported), actual=version)
 
 
-def load_json(data: bytes, tool: str, source: str, *, constants: bool = False) -> Any:
+def value_bound(data: bytes) -> int:
+    """An upper bound on the JSON values in ``data``, counted at C speed before it is parsed: a value is
+    a container or follows a comma (commas and brackets inside strings only make the bound looser)."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+
+
+def over_budget(tool: str, source: str, values: int, budget: int, advice: str = "") -> Refusal:
+    return Refusal("export.log_budget", f"{tool} {source}: holds up to {values:,} JSON values, over the {budget:,}-value "
+                   f"budget for reading a log{advice}", field=source, expected=f"<= {budget} values", actual=values)
+
+
+def load_json(data: bytes, tool: str, source: str, *, constants: bool = False,
+              max_values: int = MAX_VALUES, advice: str = "") -> Any:
     """JSON from a log through the project's strict reader (duplicate keys, integers past 64 bits, lone
     surrogates, ``NaN`` refused: ``export.adapter``). ``constants`` admits ``NaN`` and ``Infinity`` and
     nothing else beyond it: Inspect AI writes them on purpose for undefined metrics (its log model
-    serialises non-finite floats as constants); they never count as a pass."""
+    serialises non-finite floats as constants); they never count as a pass. A document that may hold
+    more than ``max_values`` values is ``export.log_budget`` before it is parsed."""
     from testops_evidence import strictjson
 
+    values = value_bound(data)
+    if values > max_values:
+        raise over_budget(tool, source, values, max_values, advice)
     if not constants:
         return strictjson.load_document(data, f"{tool} {source}", "export.adapter")
     from testops_evidence.safeio import has_lone_surrogate

@@ -7,7 +7,8 @@ after the version: an unknown version is ``export.log_version``, naming it.
 * ``.json``: one ``EvalLog`` document with its samples.
 * ``.eval``: a zip (Zstandard entries) read through the safe archive reader: ``header.json`` (the log
   without samples; absent while the eval runs or after it crashed, then ``_journal/start.json``) and the
-  sample summaries (``summaries.json``, else ``_journal/summaries/<n>.json``). The sample transcripts
+  sample summaries (``summaries.json``, else ``_journal/summaries/<n>.json``), within a budget of their
+  declared sizes checked before anything is inflated (``export.log_budget``). The sample transcripts
   (``samples/<id>_epoch_<n>.json``) are not inflated, but every summary must have one: a result for a
   sample the log holds no record of running is ``export.log_inconsistent``.
 
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
 from testops_evidence.evidence.adapters.frameworks import (
     FrameworkRun,
@@ -36,9 +38,11 @@ from testops_evidence.evidence.adapters.frameworks import (
     dollars_to_nanodollars,
     inconsistent,
     load_json,
+    over_budget,
     refuse,
     seconds_to_ms,
     time_ms,
+    value_bound,
 )
 from testops_evidence.evidence.archive import MIB, ArchiveLimits, extract_zip
 
@@ -54,7 +58,12 @@ EVAL_LIMITS = ArchiveLimits(
     max_directory_bytes=64 * MIB,
     zstandard=True,
 )
-_SUMMARY_BUDGET = 256 * MIB
+# What an .eval may make us inflate: its header and sample summaries (Inspect writes about 2 KB of
+# summary per sample epoch, so 64 MiB holds some 30,000 of them); the transcripts are never inflated.
+SUMMARY_BUDGET = 64 * MIB
+# Parsed JSON costs up to ~80 bytes a value (`[[],[],...]` is 3 bytes a list): the values are bounded too.
+# Inspect's summaries hold about one value per 18 bytes, so 64 MiB of them is some 3.7 million.
+SUMMARY_VALUES = 4_000_000
 _HEADER = "header.json"
 _START = "_journal/start.json"
 _SUMMARIES = "summaries.json"
@@ -100,7 +109,9 @@ def read_log(data: bytes, source: str) -> InspectLog:
     if data[:4] == b"PK\x03\x04" or data[:4] == b"PK\x05\x06":
         return _read_eval(data, source)
     if data.lstrip()[:1] == b"{":
-        return _from_document(load_json(data, TOOL, source, constants=True), source, None)
+        document = load_json(data, TOOL, source, constants=True, advice="; write the log as .eval (Inspect's "
+                             "default), which is read without its transcripts")
+        return _from_document(document, source, None)
     raise refuse(TOOL, source, "is neither an .eval archive nor a JSON log", expected="an Inspect AI log")
 
 
@@ -118,12 +129,21 @@ def _validate(document: Any, source: str) -> None:
 
 
 def _read_eval(data: bytes, source: str) -> InspectLog:
-    def wanted(name: str) -> bool:
-        return name in (_HEADER, _START, _SUMMARIES) or (name.startswith(_JOURNAL_SUMMARIES) and
-                                                           name.endswith(".json"))
-
-    archive = extract_zip(data, limits=EVAL_LIMITS, select=wanted)
+    # The entries are listed (nothing inflated) before any is read: only the header and one set of sample
+    # summaries are needed, and their declared sizes (which the reader enforces) must fit the budget
+    # before a byte is inflated: a few kilobytes of Zstandard can declare hundreds of megabytes.
+    listing = extract_zip(data, limits=EVAL_LIMITS, select=frozenset().__contains__)
+    wanted = _wanted_entries(listing.sizes)
+    declared = sum(listing.sizes[name] for name in wanted)
+    if declared > SUMMARY_BUDGET:
+        raise Refusal("export.log_budget", f"{TOOL} {source}: its header and sample summaries declare {declared:,} "
+                      f"bytes, over the {SUMMARY_BUDGET:,}-byte budget for reading them",
+                      field=source, expected=f"<= {SUMMARY_BUDGET} bytes", actual=declared)
+    archive = extract_zip(data, limits=EVAL_LIMITS, select=wanted.__contains__)
     files = archive.files
+    values = sum(value_bound(entry.data) for entry in files.values())
+    if values > SUMMARY_VALUES:
+        raise over_budget(TOOL, f"{source} (its header and sample summaries)", values, SUMMARY_VALUES)
     header_name = _HEADER if _HEADER in files else _START
     if header_name not in files:
         raise refuse(TOOL, source, "is a zip without header.json or _journal/start.json",
@@ -157,6 +177,15 @@ def _read_eval(data: bytes, source: str) -> InspectLog:
                 raise inconsistent(TOOL, source, f"it has a result for sample {sample.id!r} epoch {sample.epoch} "
                                    f"but no record of running it ({entry})", expected=entry, actual="absent")
     return log
+
+
+def _wanted_entries(sizes: Mapping[str, int]) -> set[str]:
+    """The entries to inflate: the header (or the journal's start) and the sample summaries — the finished
+    ``summaries.json`` when the eval wrote it, else the journal's parts (never both: they repeat each other)."""
+    wanted = {name for name in (_HEADER, _START) if name in sizes}
+    if _SUMMARIES in sizes:
+        return wanted | {_SUMMARIES}
+    return wanted | {name for name in sizes if name.startswith(_JOURNAL_SUMMARIES) and name.endswith(".json")}
 
 
 def _journal_index(name: str, source: str) -> int:
