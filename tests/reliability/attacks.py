@@ -100,4 +100,26 @@ ATTACKS: tuple[Attack, ...] = (
             "test_13_every_problem_of_a_contract_is_reported_at_once",
             "test_13_a_huge_scalar_is_not_echoed_whole", "test_13_an_id_written_as_a_float_is_refused",
             "test_13_a_multi_line_mode_is_shown_as_one_code_span_in_the_heading")),
+    Attack(14, "a 270 KB `.eval` entry declaring 256 MiB (Zstandard RLE blocks under the 1000:1 ratio cap, CRC "
+           "right); sixteen such journal entries (4 GiB declared)", "Inspect AI logs (cell, export)",
+           "inflated whole: 534 MiB and 9 s for one entry; 1.3 GB and 26 s for four",
+           "`export.log_budget` before a byte is inflated (64 MiB for the header and summaries): 0.8 s / 22 MiB "
+           "and 0.7 s / 30 MiB whole process (benchmarks/zstd_decode.py)",
+           ("test_hostile_framework_logs.py::test_found_a_summary_that_declares_256_mib_is_refused_before_it_is_inflated",
+            "test_hostile_framework_logs.py::test_found_journal_summaries_cannot_add_up_past_the_budget")),
+    Attack(15, "millions of tiny JSON values (`[{},{},...]`) in a log", "Inspect AI logs, promptfoo results, every "
+           "schema-checked document", "300,000 invalid items: 125 s and 2.1 GB to report the first (jsonschema made "
+           "an error object for each); a 512 MiB log would take ~14 GB to parse",
+           "`export.log_budget` above 4 million values (`.eval` summaries) or 8 million (`.json`, promptfoo), "
+           "counted before parsing; at most 1,000 schema errors gathered",
+           ("test_hostile_framework_logs.py::test_found_millions_of_tiny_json_values_are_refused_before_they_are_parsed",
+            "test_hostile_framework_logs.py::test_found_a_json_log_is_bounded_by_its_values_too",
+            "test_hostile_framework_logs.py::test_found_a_schema_violation_in_every_item_is_reported_without_collecting_them_all")),
+    Attack(16, "200 levels of promptfoo `componentResults` (400 of JSON, under the reader's 512)",
+           "promptfoo results, every schema-checked document", "`internal.error` (RecursionError in the schema check)",
+           "the caller's code (`export.adapter`): nested too deeply to be checked",
+           ("test_hostile_framework_logs.py::test_found_deeply_nested_assertion_results_are_refused_not_a_crash",)),
+    Attack(17, "a stored zip entry whose bytes outrun its declared size", "`.eval` archives, imported artifacts",
+           "read as its declared prefix (another reader reads all of it: two documents)", "`import.unsafe_archive`",
+           ("test_hostile_framework_logs.py::test_zip_tricks_are_refused_as_unsafe_archives",)),
 )
