@@ -612,6 +612,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "startup": bench_startup,
     "footprint": bench_footprint,
     "yaml": lambda cfg: __import__("yaml_load").bench_yaml(cfg),
+    "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
 }
 
 
