@@ -280,10 +280,16 @@ def test_every_caller_example_names_the_same_secret_for_case_secrets() -> None:
 
 
 @pytest.mark.parametrize("phrase", ["never checked against a registry", "no registry is reachable",
-                                    "this project's development machines", "TODO", "FIXME"])
+                                    "this project's development machines", "TODO", "FIXME", "the landed main"])
 def test_user_docs_hold_no_internal_notes(phrase: str) -> None:
     for page in USER_PAGES:
         assert phrase.casefold() not in page.read_text(encoding="utf-8").casefold(), (page.name, phrase)
+
+
+def test_user_docs_name_no_tracker_issue_of_this_project() -> None:
+    """Users have no access to the tracker the work was planned in: "(#14)" in a user page points nowhere."""
+    for page in USER_PAGES:
+        assert not re.findall(r"\(#\d+\)", page.read_text(encoding="utf-8")), page.name
 
 
 def test_the_act_command_in_local_md_maps_every_action_the_templates_pin() -> None:
