@@ -57,9 +57,10 @@ def documented_blocks() -> tuple[dict[str, str], list[str]]:
 
 
 def run_documented(act_binary: Path, tmp_path: Path, changes: dict[str, str] | None = None,
-                   ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+                   exported: dict[str, str] | None = None) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A repository written from docs/local.md alone (``changes`` replaces the text of some of its files, as a user
-    edits the page's example), the action cloned where the page clones it, then the page's two shell blocks."""
+    edits the page's example), the action cloned where the page clones it, then the page's two shell blocks, from a
+    shell that also exports ``exported``."""
     files, commands = documented_blocks()
     assert set(files) == {".github/testops-evidence.yml", ".github/workflows/agent-evals.yml", "evals/run_case.py"}
     # The page's shell blocks, in order: clone the action, copy the template and commit, run act, re-check.
@@ -79,7 +80,7 @@ def run_documented(act_binary: Path, tmp_path: Path, changes: dict[str, str] | N
                # Report); the page's command is unchanged, this only keeps the downloads between test runs.
                XDG_CACHE_HOME=str(ACT_CACHE / "xdg"),
                GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
-               GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid")
+               GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid", **(exported or {}))
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", copy_and_commit], cwd=repo, env=env,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -149,3 +150,24 @@ def test_a_refusal_on_the_documented_local_path_leaves_the_failure_artifact_and_
     assert sorted(p.name for p in artifacts.glob("testops-evidence-failure-*")) == ["testops-evidence-failure-export-1"]
     assert not list(artifacts.glob("testops-evidence-report-*"))
     assert not list(artifacts.glob("testops-evidence-results-*"))
+
+
+def test_a_testops_token_in_the_shell_that_starts_act_is_refused_and_kept_out_of_every_artifact(
+        act_binary: Path, tmp_path: Path) -> None:
+    """act's host execution hands every job the environment of the shell that started it (docs/local.md says so):
+    a TestOps token exported there reaches the worker jobs, which refuse to run beside it, as on GitHub, and the
+    token reaches none of the artifacts the run keeps."""
+    token = "testops-local-shell-token-7c2e90"
+    repo, done = run_documented(act_binary, tmp_path, exported={"ALLURE_TOKEN": token})
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, log[-8000:]
+    artifacts = repo / ".act-artifacts"
+    refused = sorted(artifacts.glob("testops-evidence-failure-native-*"))
+    assert refused, sorted(p.name for p in artifacts.iterdir())
+    for directory in refused:
+        failure = json.loads((directory / "failure.json").read_text())
+        assert (failure["code"], failure["exit-code"]) == ("worker.token_present", 3), failure
+    assert not list(artifacts.glob("testops-evidence-report-*"))
+    for path in artifacts.rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(encoding="utf-8", errors="replace"), path
