@@ -68,6 +68,32 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], repeat: int = 
     return min(ta), min(tb)
 
 
+def interleaved_runs(a: Callable[[], object], b: Callable[[], object], repeat: int = 7,
+                     setup: Callable[[], object] | None = None) -> tuple[list[float], list[float]]:
+    """Like :func:`interleaved`, but every run's wall time of each side, in order: run ``i`` of ``a`` and run
+    ``i`` of ``b`` are a pair measured back to back, so their ratio holds when the machine's speed drifts."""
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(repeat):
+        for side, times in ((a, ta), (b, tb)):
+            if setup is not None:
+                setup()
+            start = time.perf_counter()
+            side()
+            times.append(time.perf_counter() - start)
+    return ta, tb
+
+
+def median_ratio(ta: Sequence[float], tb: Sequence[float]) -> float:
+    """The median of the pairwise ratios a[i] / b[i] (what is quoted: robust to one disturbed pair)."""
+    return statistics.median(x / y for x, y in zip(ta, tb, strict=True))
+
+
+def min_max_ratio(ta: Sequence[float], tb: Sequence[float]) -> str:
+    ratios = [x / y for x, y in zip(ta, tb, strict=True)]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}"
+
+
 def print_figures(figures: list[Figure]) -> None:
     width = max(len(f.name) for f in figures)
     for f in figures:

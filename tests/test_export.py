@@ -30,6 +30,7 @@ from evidence_support import (
 from helpers import FakeClock, PhaseRun, run_mode
 from testops_evidence.evidence.allure import derive_history_id, derive_test_case_id
 from testops_evidence.evidence.receipt import load_receipt
+from testops_evidence.safeio import canonical_json, pretty_json
 
 CONTRACT = small_contract()
 
@@ -288,8 +289,10 @@ def test_golden_results_and_summary(tmp_path: Path) -> None:
                      normalise(json.dumps(json.loads(attachment.read_text()), indent=2, sort_keys=True) + "\n", tmp_path))
     check_golden("export/environment.properties", (results_dir / "environment.properties").read_text())
     check_golden("export/summary.md", normalise(run.summary, tmp_path))
-    check_golden("export/receipt.json", normalise(Path(options["results-dir"] + "-receipt.json").read_text(),
-                                                  tmp_path))
+    written = Path(options["results-dir"] + "-receipt.json").read_bytes()
+    # Written compact (a machine document: issue 17), shown indented in the golden file for review.
+    assert written == canonical_json(json.loads(written))
+    check_golden("export/receipt.json", normalise(pretty_json(json.loads(written)).decode(), tmp_path))
 
 
 @pytest.mark.parametrize(("value", "escaped"), [

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from testops_evidence import safeio
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import (
+    SafeRoot,
     StateDir,
     canonical_json,
     ensure_private_dir,
@@ -92,6 +93,37 @@ def test_read_safe_refuses_a_hard_link(root: Path, tmp_path: Path) -> None:
 ])
 def test_read_safe_refuses_paths_outside_the_allowed_shape(root: Path, relpath: str) -> None:
     refused("io.unsafe_path", read_safe, root, relpath, limit=LIMIT)
+
+
+def test_a_safe_root_reads_as_read_safe_does_and_refuses_what_it_refuses(root: Path, tmp_path: Path) -> None:
+    # One open of the root for many reads (export's 10,000 cells), with every check of read_safe per file.
+    (tmp_path / "outside").write_text("secret")
+    (root / "link.json").symlink_to(tmp_path / "outside")
+    (tmp_path / "elsewhere").mkdir()
+    (root / "jump").symlink_to(tmp_path / "elsewhere")
+    (root / "big.bin").write_bytes(b"x" * 101)
+    os.link(root / "sub" / "inner.txt", tmp_path / "second-name")
+    with SafeRoot(root) as files:
+        assert files.read("file.json", limit=LIMIT) == b'{"a": 1}\n'
+        refused("io.unsafe_path", files.read, "link.json", limit=LIMIT)
+        refused("io.unsafe_path", files.read, "jump/x.json", limit=LIMIT)
+        refused("io.unsafe_path", files.read, "sub/inner.txt", limit=LIMIT)  # two links
+        refused("io.unsafe_path", files.read, "../root/file.json", limit=LIMIT)
+        refused("io.missing", files.read, "absent.json", limit=LIMIT)
+        refused("io.too_large", files.read, "big.bin", limit=100)
+        # The root is pinned by its descriptor: swapped for a link to elsewhere, the original is still read.
+        os.rename(root, tmp_path / "moved")
+        root.symlink_to(tmp_path / "elsewhere")
+        assert files.read("file.json", limit=LIMIT) == b'{"a": 1}\n'
+    refused("io.unsafe_path", SafeRoot(root).read, "file.json", limit=LIMIT)  # a linked root is refused
+    descriptors = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with SafeRoot(tmp_path / "moved") as files:
+        for _ in range(50):
+            files.read("file.json", limit=LIMIT)
+            with pytest.raises(Refusal):
+                files.read("link.json", limit=LIMIT)
+    if descriptors is not None:
+        assert len(os.listdir("/proc/self/fd")) == descriptors  # nothing leaked, refusals included
 
 
 def test_read_safe_refuses_an_oversized_file(root: Path) -> None:

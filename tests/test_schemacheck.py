@@ -65,6 +65,41 @@ def test_random_schemas_agree_with_jsonschema(schema: Any, instance: Any) -> Non
     assert check(instance) == strict_validator(schema).is_valid(instance)
 
 
+def _family(kind: str, names: list[str], inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    values: dict[str, st.SearchStrategy[Any]] = {
+        "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^[a-z.]{1,3}$", "^$"]),
+        "minLength": small_int, "maxLength": small_int,
+        "minimum": st.sampled_from([0, 1, 1.5, -1]), "maximum": st.sampled_from([0, 1, 2.5]),
+        "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+        "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
+        "additionalProperties": st.one_of(st.booleans(), inner),
+        "propertyNames": inner,
+        "minProperties": small_int, "maxProperties": small_int,
+    }
+    return st.lists(st.sampled_from(names), max_size=len(names), unique=True).flatmap(
+        lambda chosen: st.fixed_dictionaries({"type": st.just(kind), **{name: values[name] for name in chosen}}))
+
+
+fused_schemas = st.recursive(st.fixed_dictionaries({"type": type_names}), lambda inner: st.one_of(
+    _family("string", ["pattern", "minLength", "maxLength"], inner),
+    _family("integer", ["minimum", "maximum"], inner),
+    _family("object", ["properties", "required", "additionalProperties", "propertyNames", "minProperties",
+                       "maxProperties"], inner)), max_leaves=6)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=fused_schemas, instance=json_values)
+def test_the_fused_forms_agree_with_jsonschema(schema: dict[str, Any], instance: Any) -> None:
+    # A string with a pattern and lengths, an integer with bounds, an object with properties: each is checked
+    # by one closure (schemacheck._Compiler._fused), which must answer exactly what jsonschema answers.
+    check = compile_schema(schema)
+    assert check is not None
+    assert check(instance) == strict_validator(schema).is_valid(instance)
+    if isinstance(instance, dict):  # and on an object built to pass the shape's own keys, not only random ones
+        shaped = {name: instance.get(name, "a") for name in ("a", "b", "c")}
+        assert check(shaped) == strict_validator(schema).is_valid(shaped)
+
+
 @given(one=json_values, two=json_values)
 def test_equality_is_jsonschemas(one: Any, two: Any) -> None:
     from jsonschema._utils import equal

@@ -82,9 +82,10 @@ def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     if not source:
         return Markdown("(empty)")
     longest = run = 0
-    for char in source:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
+    if "`" in source:  # the common case has none: no per-character loop (a summary renders 10,000s of spans)
+        for char in source:
+            run = run + 1 if char == "`" else 0
+            longest = max(longest, run)
     fence = "`" * (longest + 1)
     # A span that starts or ends with a backtick needs a space inside the fence; CommonMark strips one
     # space from each side when both are there, so a value that itself starts and ends with a space

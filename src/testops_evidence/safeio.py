@@ -130,18 +130,30 @@ class open_safe:  # a class, not @contextmanager: contextlib is not imported at 
                  trace: TracebackType | None) -> None:
         dir_fd, fd = self._fds
         os.close(fd)
-        os.close(dir_fd)
+        if dir_fd >= 0:
+            os.close(dir_fd)
 
 
-def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple[int, int, os.stat_result]:
-    """``(dir_fd, fd, fstat)`` of ``root/relpath``; on a refusal nothing is left open."""
-    parts = _split_relative(relpath)
-    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FLAGS_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_root(root: str | os.PathLike[str]) -> int:
     try:
-        dir_fd = os.open(root, flags_dir)
+        return os.open(root, _FLAGS_DIR)
     except OSError as exc:
         raise Refusal("io.unsafe_path", f"root {root} cannot be opened as a directory ({exc.strerror})",
                       field="root", expected="a real directory", actual=str(root)) from None
+
+
+def _open_below(root: str | os.PathLike[str], relpath: str, limit: int,
+                root_fd: int | None = None) -> tuple[int, int, os.stat_result]:
+    """``(dir_fd, fd, fstat)`` of ``root/relpath``; on a refusal nothing is left open. With ``root_fd`` (the
+    root already open, :class:`SafeRoot`) the walk starts there and that descriptor is never closed;
+    ``dir_fd`` is then -1 when the file lies directly in the root."""
+    parts = _split_relative(relpath)
+    flags_dir = _FLAGS_DIR
+    owned = root_fd is None
+    dir_fd = _open_root(root) if root_fd is None else root_fd
     fd = -1
     try:
         for part in parts[:-1]:
@@ -149,8 +161,9 @@ def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple
                 nxt = os.open(part, flags_dir, dir_fd=dir_fd)
             except OSError as exc:
                 raise _open_refusal(relpath, exc) from None
-            os.close(dir_fd)
-            dir_fd = nxt
+            if owned:
+                os.close(dir_fd)
+            dir_fd, owned = nxt, True
         try:
             # O_NONBLOCK: opening a FIFO must not hang; it is refused below by the fstat check.
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
@@ -173,9 +186,10 @@ def _open_below(root: str | os.PathLike[str], relpath: str, limit: int) -> tuple
     except BaseException:
         if fd >= 0:
             os.close(fd)
-        os.close(dir_fd)
+        if owned:
+            os.close(dir_fd)
         raise
-    return dir_fd, fd, st
+    return (dir_fd if owned else -1), fd, st
 
 
 def _drop_crash_twin(dir_fd: int, name: str, st: os.stat_result) -> bool:
@@ -220,21 +234,57 @@ def _open_refusal(relpath: str, exc: OSError) -> Refusal:
 
 def read_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> bytes:
     """Read a whole file below ``root`` through :func:`open_safe` (the size cap bounds memory)."""
-    with open_safe(root, relpath, limit=limit) as (fd, st):
-        chunks = []
-        remaining = limit + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, HASH_CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:  # the file grew after fstat
-            raise Refusal("io.too_large", f"{relpath} grew past the {limit}-byte cap while read",
-                          field="size", expected=f"<= {limit}", actual=len(data))
-        del st
-        return data
+    with open_safe(root, relpath, limit=limit) as (fd, _st):
+        return _read_capped(fd, relpath, limit)
+
+
+class SafeRoot:
+    """A directory opened once (no link followed) and read many times, each file with the checks of
+    :func:`read_safe`: a file directly in it costs one ``open``, not two (10,000 cells: 10,000 opens). The
+    descriptor pins the directory: a root swapped for a link after it was opened is not followed."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = root
+        self._fd = -1
+
+    def __enter__(self) -> SafeRoot:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def read(self, relpath: str, *, limit: int) -> bytes:
+        if self._fd < 0:
+            self._fd = _open_root(self.root)  # opened at the first read: the same refusal as read_safe's
+        dir_fd, fd, _st = _open_below(self.root, relpath, limit, self._fd)
+        try:
+            return _read_capped(fd, relpath, limit)
+        finally:
+            os.close(fd)
+            if dir_fd >= 0:
+                os.close(dir_fd)
+
+
+def _read_capped(fd: int, relpath: str, limit: int) -> bytes:
+    chunks = []
+    remaining = limit + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, HASH_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > limit:  # the file grew after fstat
+        raise Refusal("io.too_large", f"{relpath} grew past the {limit}-byte cap while read",
+                      field="size", expected=f"<= {limit}", actual=len(data))
+    return data
 
 
 def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:

@@ -133,6 +133,9 @@ class _Compiler:
         unknown = set(schema) - _SUPPORTED
         if unknown:
             raise Unsupported(", ".join(sorted(unknown)))
+        fused = self._fused(schema)
+        if fused is not None:
+            return fused
         checks: list[Check] = []
         for keyword in schema:
             if keyword not in _ANNOTATIONS:
@@ -151,6 +154,83 @@ class _Compiler:
                     return False
             return True
         return every
+
+    # --- fused forms -----------------------------------------------------------------------------
+    # The shapes most of our schemas are made of, each as one closure instead of one per keyword chained by
+    # every(): a string with a pattern and lengths, an integer with bounds, an object with properties. Each
+    # answers exactly what the keyword closures below answer together (the property test checks both against
+    # jsonschema); any other combination takes the general path.
+    _STRING_KEYS = frozenset({"type", "pattern", "minLength", "maxLength"})
+    _INTEGER_KEYS = frozenset({"type", "minimum", "maximum"})
+    _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "propertyNames",
+                              "minProperties", "maxProperties"})
+
+    def _fused(self, schema: Mapping[str, Any]) -> Check | None:
+        kind = schema.get("type")
+        keys = {k for k in schema if k not in _ANNOTATIONS}
+        if kind == "string" and keys <= self._STRING_KEYS:
+            return self._fused_string(schema)
+        if kind == "integer" and keys <= self._INTEGER_KEYS and all(
+                _is_number(schema[k]) for k in keys - {"type"}):
+            low, high = schema.get("minimum"), schema.get("maximum")
+            if low is not None and high is not None:
+                return lambda v: _is_integer(v) and not v < low and not v > high
+            if low is not None:
+                return lambda v: _is_integer(v) and not v < low
+            if high is not None:
+                return lambda v: _is_integer(v) and not v > high
+            return _is_integer
+        if kind == "object" and keys <= self._OBJECT_KEYS and isinstance(schema.get("properties", {}), Mapping):
+            return self._fused_object(schema)
+        return None
+
+    def _fused_string(self, schema: Mapping[str, Any]) -> Check | None:
+        pattern, low, high = schema.get("pattern"), schema.get("minLength"), schema.get("maxLength")
+        if (pattern is not None and not isinstance(pattern, str)) or any(
+                bound is not None and not _is_integer(bound) for bound in (low, high)):
+            return None
+        search = ecma_pattern(pattern).search if pattern is not None else None
+        lo = 0 if low is None else low
+        hi = high
+
+        def check(v: Any) -> bool:
+            if not isinstance(v, str):
+                return False
+            if lo or hi is not None:
+                size = len(v)
+                if size < lo or (hi is not None and size > hi):
+                    return False
+            return search is None or search(v) is not None
+        return check
+
+    def _fused_object(self, schema: Mapping[str, Any]) -> Check | None:
+        props = {name: self.compile(sub) for name, sub in schema.get("properties", {}).items()}
+        required = schema.get("required")
+        names = frozenset(required) if required is not None else frozenset()
+        additional = schema.get("additionalProperties", True)
+        extra: Check | None = None if additional is True or additional is False else self.compile(additional)
+        closed = additional is False
+        key_check = self.compile(schema["propertyNames"]) if "propertyNames" in schema else None
+        low, high = schema.get("minProperties"), schema.get("maxProperties")
+
+        def check(v: Any) -> bool:
+            if not isinstance(v, dict):
+                return False
+            if names and not names <= v.keys():
+                return False
+            if (low is not None and len(v) < low) or (high is not None and len(v) > high):
+                return False
+            for name, value in v.items():
+                sub = props.get(name)
+                if sub is not None:
+                    if not sub(value):
+                        return False
+                elif closed or (extra is not None and not extra(value)):
+                    return False
+                if key_check is not None and not key_check(name):
+                    return False
+            return True
+        return check
 
     # --- any type ---------------------------------------------------------------------------------
     def _k_type(self, value: Any, _schema: Any) -> Check:

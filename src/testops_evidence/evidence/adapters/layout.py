@@ -61,7 +61,7 @@ from testops_evidence.evidence.cells import (
     is_case_scoped,
 )
 from testops_evidence.evidence.tree import Entry, list_dir
-from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
+from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
 WORKER_RECORD = "testops-evidence-worker.json"
@@ -295,9 +295,10 @@ class _Reader:
         self.profile = profile
         self.selection_sha256 = selection_sha256
         self.fallback_time = fallback_time
+        self.files = SafeRoot(root)  # closed by collect_cells / collect_worker_cells
 
     def cell_file(self, relpath: str, case: str | None, worker: str | None) -> CellFile:
-        return CellFile(relpath, case=case, worker=worker, data=read_safe(self.root, relpath, limit=CELL_LIMIT))
+        return CellFile(relpath, case=case, worker=worker, data=self.files.read(relpath, limit=CELL_LIMIT))
 
     def case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
         """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal)."""
@@ -419,7 +420,8 @@ def collect_cells(
     """Every cell-file candidate of the merged layout (admission happens in ``cells.admit``)."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
                      fallback_time=fallback_time)
-    return reader.merged()
+    with reader.files:
+        return reader.merged()
 
 
 def collect_worker_cells(
@@ -436,4 +438,5 @@ def collect_worker_cells(
     """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
                      fallback_time=fallback_time)
-    return reader.per_worker(artifact_prefix, jobs)
+    with reader.files:
+        return reader.per_worker(artifact_prefix, jobs)
