@@ -48,6 +48,8 @@ with open(out, "w") as handle:
 """
 
 NETWORK = {"requests", "github", "urllib3", "http.client"}
+# jsonschema only explains an invalid document (contract.schema_errors); a valid one is checked by schemacheck.
+NO_REST = NETWORK | {"jsonschema"}
 HEAVY = {"ruamel.yaml", "jsonschema", "argparse", "re", "json", "dataclasses", "typing", "inspect", "pathlib",
          "contextlib", "traceback", "uuid", "importlib.resources", "string", "_hashlib", "subprocess"}
 
@@ -112,7 +114,7 @@ def test_verify_selection_that_needs_the_full_check_still_imports_no_network_lib
     status, modules = started(tmp_path, env)
     assert status == 0, (tmp_path / "summary.md").read_text()
     assert "testops_evidence.yamlread" in modules  # the full check parsed the contract ...
-    assert imported(modules, NETWORK, bare) == set()  # ... and still needed no network library
+    assert imported(modules, NO_REST, bare) == set()  # ... and still needed no network library, nor jsonschema
 
 
 def test_export_imports_no_network_library(tmp_path: Path, bare: set[str]) -> None:
@@ -124,10 +126,48 @@ def test_export_imports_no_network_library(tmp_path: Path, bare: set[str]) -> No
                         "RESULTS-DIR": str(tmp_path / "allure-results")})
     status, modules = started(tmp_path, env)
     assert status == 0, (tmp_path / "summary.md").read_text()
-    assert imported(modules, NETWORK, bare) == set()
+    assert imported(modules, NO_REST, bare) == set()
 
 
 def test_check_imports_no_network_library(tmp_path: Path, bare: set[str]) -> None:
     status, modules = started(tmp_path, {}, "check", "--contract", str(EXAMPLE_CONTRACT))
     assert status == 0
-    assert imported(modules, NETWORK, bare) == set()
+    assert imported(modules, NO_REST, bare) == set()
+
+
+def test_the_files_backend_outside_actions_imports_no_rest_library_in_any_phase(tmp_path: Path,
+                                                                                bare: set[str]) -> None:
+    # A local campaign on the files backend (select, export, upload, verify with `local`, no GITHUB_ACTIONS)
+    # makes no REST call, so it loads neither PyGithub nor requests nor jsonschema (issue 17).
+    contract = small_contract()
+    contract_path = write_contract(contract, tmp_path / "contract.json")
+    base = {"GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+            "INPUT_STATE-DIR": str(tmp_path / "state"), "INPUT_CONTRACT": str(contract_path),
+            "INPUT_BACKEND": "files", "INPUT_LOCAL": "true", "GITHUB_WORKSPACE": str(tmp_path),
+            "INPUT_SELECTION-PATH": str(tmp_path / "selection.json"), "INPUT_REPORT": "never"}
+
+    def run(mode: str, **inputs: str) -> tuple[dict[str, str], set[str]]:
+        (tmp_path / "output").write_text("")
+        env = {**base, "INPUT_MODE": mode, **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}}
+        status, modules = started(tmp_path, env)
+        outputs = dict(line.split("=", 1) for line in (tmp_path / "output").read_text().splitlines() if "=" in line)
+        assert status in (0, 1), (mode, (tmp_path / "summary.md").read_text()[-2000:])
+        return outputs, imported(modules, NO_REST, bare)
+
+    selected, loaded = run("select")
+    assert selected.get("selection-sha256"), selected
+    assert loaded == set()
+    digest = selected["selection-sha256"]
+    write_cells(tmp_path / "cells", [cell(contract, c.key) for c in contract.cases], digest)
+    exported, loaded = run("export", **{"selection-sha256": digest, "cell-results": str(tmp_path / "cells"),
+                                        "results-dir": str(tmp_path / "allure-results")})
+    assert exported.get("receipt-sha256"), exported
+    assert loaded == set()
+    travelled = {"selection-sha256": digest, "receipt-sha256": exported["receipt-sha256"],
+                 "results-dir": str(tmp_path / "allure-results")}
+    uploaded, loaded = run("upload", **travelled)
+    assert uploaded.get("published") == "true", uploaded
+    assert loaded == set()
+    verified, loaded = run("verify", **travelled)
+    assert verified.get("verified-count") == str(len(contract.cases)), verified
+    assert loaded == set()
