@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
@@ -338,3 +340,46 @@ def test_entrypoint_runs_a_mode_through_the_cli(tmp_path: Path, clean_env: pytes
     assert (code, outputs) == (EXIT_INTEGRITY, {"error-code": "worker.token_present"})
     failure = json.loads((tmp_path / "state" / "failure.json").read_text())
     assert failure["actual"] == ["ALLURE_TOKEN"]
+
+
+# --- the command line without argparse (issue 17: a worker's start) -----------------------------------------
+
+
+def _argparse_values(words: list[str]) -> tuple[str, dict[str, object], object] | None:
+    try:
+        args = cli.build_parser().parse_args(words)
+    except SystemExit:
+        return None
+    values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
+    return args.mode, values, args.summary_file
+
+
+_WORDS = ["--selection-path", "--selection-sha256", "--contract", "--state-dir", "--summary-file", "--backend",
+          "--selection-p", "--help", "-h", "--github-token", "--results-dir", "--cell-results", "--format",
+          "--case", "--out", "--adapter", "--", "x", "-1", "value with spaces", "", "junit", "files", "--x=y"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(mode=st.sampled_from(["verify-selection", "export", "cell", "rehearse", "check", "select"]),
+       words=st.lists(st.one_of(st.sampled_from(_WORDS), st.builds(lambda a, b: f"{a}={b}",
+                                                                   st.sampled_from(_WORDS[:8]),
+                                                                   st.sampled_from(_WORDS[16:]))), max_size=6))
+def test_the_simple_parse_is_what_argparse_makes_of_the_same_words(mode: str, words: list[str]) -> None:
+    simple = cli.parse_simple([mode, *words])
+    if simple is None:
+        return  # argparse parses it, as before
+    assert _argparse_values([mode, *words]) == simple
+
+
+def test_a_worker_command_line_is_parsed_without_argparse() -> None:
+    parsed = cli.parse_simple(["verify-selection", "--selection-path=s.json", "--selection-sha256", "a" * 64,
+                               "--summary-file", "out.md"])
+    assert parsed is not None
+    mode, values, summary_file = parsed
+    assert (mode, values["selection-path"], values["selection-sha256"], summary_file) == (
+        "verify-selection", "s.json", "a" * 64, "out.md")
+    assert parsed == _argparse_values(["verify-selection", "--selection-path=s.json", "--selection-sha256", "a" * 64,
+                                       "--summary-file", "out.md"])
+    for unusual in (["verify-selection", "--selection-p", "x"], ["verify-selection", "--help"],
+                    ["verify-selection", "--github-token=t"], ["verify-selection", "--contract", "-x"]):
+        assert cli.parse_simple(unusual) is None  # left to argparse: an abbreviation, help, a secret, a dash

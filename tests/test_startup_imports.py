@@ -105,6 +105,19 @@ def test_a_worker_verify_selection_imports_nothing_heavy_on_its_success_path(tmp
     assert imported(modules, NETWORK | HEAVY, bare) == set()
 
 
+def test_the_installed_command_starts_a_worker_as_light_as_the_entrypoint(tmp_path: Path, bare: set[str]) -> None:
+    # `testops-evidence verify-selection --...` (bin/testops-evidence): the command line is parsed without
+    # argparse (cli.parse_simple), so the installed command imports what the entrypoint imports (issue 17).
+    contract, selection, digest = yaml_campaign(tmp_path)
+    env = worker_env(tmp_path)
+    status, modules = started(tmp_path, env, "verify-selection", f"--contract={contract}",
+                              f"--selection-path={selection}", "--selection-sha256", digest,
+                              script=REPO / "bin" / "testops-evidence")
+    assert status == 0, (tmp_path / "summary.md").read_text()
+    assert "selected-count=12" in (tmp_path / "output").read_text()
+    assert imported(modules, NETWORK | HEAVY, bare) == set()
+
+
 def test_verify_selection_that_needs_the_full_check_still_imports_no_network_library(tmp_path: Path,
                                                                                      bare: set[str]) -> None:
     contract, selection, digest = yaml_campaign(tmp_path)

@@ -74,17 +74,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(VERSION + "\n")
         sys.stdout.flush()
         raise SystemExit(0)  # as argparse's version action does
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.mode:
-        parser.print_help()
-        return 2
+    simple = parse_simple(words)
+    if simple is not None:
+        mode, values, summary_file = simple
+    else:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not args.mode:
+            parser.print_help()
+            return 2
+        mode, summary_file = args.mode, args.summary_file
+        values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
     from testops_evidence.actions import Runtime
     from testops_evidence.runner import run_phase
 
-    values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
-    runtime = Runtime(os.environ, summary_file=args.summary_file)
-    return run_phase(args.mode, values, os.environ, runtime)
+    runtime = Runtime(os.environ, summary_file=summary_file)
+    return run_phase(mode, values, os.environ, runtime)
+
+
+def parse_simple(words: Sequence[str]) -> tuple[str, dict[str, str | None], str | None] | None:
+    """``MODE --name=value --name value ...`` with exact option names of MODE, parsed without argparse: what
+    argparse would make of it (every input of the command present, None when not given; options with their
+    defaults; the last of a repeated option), or None for anything else — help, an abbreviation, an unknown or
+    secret option, a value that starts with ``-``, a choice outside its choices — which argparse then parses
+    and answers as before. A worker's `testops-evidence verify-selection ...` starts without building sixteen
+    sub-parsers (benchmarks/run.py --only startup)."""
+    from testops_evidence.interface import COMMANDS, inputs_for, options_for
+
+    if not words or words[0] not in COMMANDS:
+        return None
+    mode = words[0]
+    values: dict[str, str | None] = {spec.name: None for spec in inputs_for(mode) if not spec.secret}
+    choices: dict[str, tuple[str, ...]] = {}
+    for option in options_for(mode):
+        values[option.name] = option.default
+        choices[option.name] = option.choices
+    known = {*values, "summary-file"}
+    given: dict[str, str] = {}
+    index = 1
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("--"):
+            return None
+        name, equals, value = word[2:].partition("=")
+        if not equals:
+            if index + 1 >= len(words) or words[index + 1].startswith("-"):
+                return None
+            index += 1
+            value = words[index]
+        if name not in known or value.startswith("-") or (choices.get(name) and value not in choices[name]):
+            return None
+        given[name] = value
+        index += 1
+    summary_file = given.pop("summary-file", None)
+    values.update(given)
+    return mode, values, summary_file
 
 
 if __name__ == "__main__":
