@@ -568,7 +568,7 @@ def bench_startup(cfg: Config) -> list[Figure]:
 
         def command_line(env: dict[str, str]) -> list[str]:
             return [str(script), "verify-selection", *(f"--{name}={env[f'INPUT_{name.upper()}']}" for name in (
-                "contract", "selection-path", "selection-sha256", "state-dir", "backend"))]
+                "contract", "selection-path", "selection-sha256", "state-dir"))]
 
         limits: dict[str, float] = {}
         sides = {
