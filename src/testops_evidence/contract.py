@@ -77,8 +77,6 @@ def schema_errors(schema_name: str, document: Any) -> Iterator[tuple[str, str, s
     A valid document is recognised by the compiled check of :mod:`schemacheck` (exact for the keywords
     our schemas use, and ~50x faster than jsonschema on them); jsonschema runs only to explain an
     invalid one."""
-    from jsonschema.exceptions import best_match
-
     try:
         fast = _fast_check(schema_name)
         if fast is not None and fast(document):
@@ -90,6 +88,8 @@ def schema_errors(schema_name: str, document: Any) -> Iterator[tuple[str, str, s
     except RecursionError:  # both checkers recurse with the document; its parser bounds depth loosely
         yield pointer([]), "is nested too deeply to be checked", "fewer levels of nesting"
         return
+    from jsonschema.exceptions import best_match  # only once a document is invalid: phases start without it
+
     for error in errors:
         chosen = best_match([error]) if error.context else error
         expected = _expected(chosen)
