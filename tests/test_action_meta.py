@@ -320,3 +320,15 @@ def test_composite_setup_refuses_a_windows_runner_before_building_anything(tmp_p
     assert done.returncode == REGISTRY["setup.platform"].exit_code == 2, done.stdout + done.stderr
     assert "::error title=setup.platform::" in done.stdout
     assert output.read_text() == "" and not (tmp_path / "tool-cache").exists()
+
+
+def test_the_runtime_imports_only_what_the_runtime_lock_holds() -> None:
+    # ruamel.yaml left the runtime lock (issue 17): contracts are read by yamlread. A runtime import of it would
+    # work in the dev venv and fail in the Docker image and the composite action's venv.
+    lock = (ROOT / "requirements" / "runtime.txt").read_text()
+    assert "ruamel" not in lock
+    for path in sorted((ROOT / "src" / "testops_evidence").rglob("*.py")):
+        for line in path.read_text().splitlines():
+            words = line.strip().split()
+            if words[:1] in (["import"], ["from"]) and len(words) > 1:
+                assert not words[1].startswith("ruamel"), f"{path}: {line.strip()}"
