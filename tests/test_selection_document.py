@@ -49,7 +49,7 @@ def test_the_document_has_the_documented_shape() -> None:
     doc = build_selection(CONTRACT, CONTEXT, CONTRACT.cases[:2], backend="testops", source="job-run",
                           testops=BINDING)
     assert sorted(doc) == sorted(["schema", "campaign", "contract-sha256", "backend", "context", "testops",
-                                  "profile", "source", "full-plan", "cases"])
+                                  "profile", "source", "full-plan", "cases", "case-index"])
     assert doc["schema"] == SCHEMA_ID
     assert doc["contract-sha256"] == CONTRACT.digest
     assert doc["testops"] == {"endpoint": "https://acme.testops.cloud", "project-id": 12, "plan-id": 340,

@@ -60,7 +60,10 @@ def test_the_gate_accepts_the_selection_select_wrote(tmp_path: Path) -> None:
     contract, selection, digest = make_campaign(tmp_path)
     facts = gate_facts(contract, selection, digest)
     assert facts is not None
-    assert facts.digest == digest and len(facts.document["cases"]) == 12
+    assert facts.digest == digest and (facts.count, facts.lanes) == (12, {"native": 9, "external": 3})
+    # The rows were stepped over, never parsed: the case index that select wrote says what they hold.
+    assert facts.document["cases"] is None
+    assert facts.document["case-index"]["count"] == 12
     assert facts.live["run-url"] == "https://github.com/acme/agents/actions/runs/9100200300"
 
 
@@ -205,3 +208,84 @@ def test_a_json_contract_is_still_accepted_by_the_gate(tmp_path: Path) -> None:
         "contract": str(json_contract), "selection-path": f"{selection.parent}/./{selection.name}",
         "selection-sha256": digest, "state-dir": str(tmp_path / "state-full")}, actions_env())
     assert (full.exit_code, full.outputs) == (0, {"selected-count": "12"})
+
+
+def test_select_indexes_the_rows_it_writes(tmp_path: Path) -> None:
+    _, selection, _ = make_campaign(tmp_path)
+    text = selection.read_text(encoding="utf-8")
+    document = json.loads(text)
+    rows_text = json.dumps(document["cases"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert document["case-index"] == {"count": 12, "lanes": {"native": 9, "external": 3}, "length": len(rows_text)}
+    start = text.index(',"cases":') + len(',"cases":')
+    assert text[start:start + len(rows_text)] == rows_text  # the length frames the rows in the file as written
+
+
+def test_the_index_steps_over_rows_in_any_script(tmp_path: Path) -> None:
+    """Lengths are counted in characters: rows with titles outside ASCII are framed as exactly as ASCII ones."""
+    contract, _, _ = make_campaign(tmp_path)
+    text = contract.read_text(encoding="utf-8").replace("title: ", "title: Überprüfung 検証 🧪 ", 3)
+    other = tmp_path / "unicode"
+    other.mkdir()
+    contract, selection, digest = make_campaign(other, text.encode("utf-8"))
+    facts = gate_facts(contract, selection, digest)
+    assert facts is not None and facts.count == 12
+    assert {k: v for k, v in facts.document.items() if k != "cases"} == {
+        k: v for k, v in json.loads(selection.read_bytes()).items() if k != "cases"}
+
+
+def test_a_selection_without_a_case_index_is_still_gated_by_reading_its_rows(tmp_path: Path) -> None:
+    contract, _, _ = make_campaign(tmp_path)
+    document = json.loads((tmp_path / "selection.json").read_bytes())
+    del document["case-index"]
+    data = selection_bytes(document)
+    older = write_selection(tmp_path / "older.json", data)
+    facts = gate_facts(contract, older, sha256_bytes(data))
+    assert facts is not None and (facts.count, facts.lanes) == (12, {"native": 9, "external": 3})
+    assert len(facts.document["cases"]) == 12
+    fast = worker(tmp_path, contract, older, sha256_bytes(data))
+    assert fast.exit_code == 0 and fast.outputs == {"selected-count": "12"}
+
+
+@pytest.mark.parametrize("lie", ["count", "lanes", "length-short", "length-long"])
+def test_an_index_that_does_not_describe_the_rows_is_refused_by_the_full_verification(tmp_path: Path,
+                                                                                       lie: str) -> None:
+    """Only select writes selections, and its digest travels outside the artifact; a selection whose index lies
+    was not written by select. The full verification (outside Actions, or whenever the gate steps aside) refuses
+    it, and a length that does not frame the rows is not accepted by the gate either."""
+    contract, _, _ = make_campaign(tmp_path)
+    document = json.loads((tmp_path / "selection.json").read_bytes())
+    index = document["case-index"]
+    if lie == "count":
+        index["count"] = 11
+    elif lie == "lanes":
+        index["lanes"] = {"native": 12}
+    else:
+        index["length"] += -1 if lie == "length-short" else 1
+    data = selection_bytes(document)
+    forged = write_selection(tmp_path / "forged.json", data)
+    if lie.startswith("length"):
+        assert gate_facts(contract, forged, sha256_bytes(data)) is None
+    run = worker(tmp_path, contract, forged, sha256_bytes(data), GITHUB_ACTIONS="")
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.invalid")
+    failure = run.failure()
+    assert failure is not None and "case index" in json.dumps(failure)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), rows=st.lists(json_values, max_size=4))
+def test_selection_head_reads_every_field_but_the_rows(value: dict[str, Any], rows: list[Any]) -> None:
+    document = {**value, "cases": rows}
+    document.pop("case-index", None)
+    rows_text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    indexed = {**document, "case-index": {"length": len(rows_text)}}
+    head = gate.selection_head(canonical_json(indexed).decode("utf-8"))
+    assert head == {**indexed, "cases": None}
+    assert gate.selection_head(canonical_json(document).decode("utf-8")) == json.loads(canonical_json(document))
+
+
+@pytest.mark.parametrize("text", ["", "[]", "{}x", '{"a":1', '{"a":1,"a":2}', '{"a" 1}', '{"a":1}{}',
+                                  '{"case-index":{"length":5},"cases":[1,2,3]}',
+                                  '{"case-index":{"length":1},"cases":[]}'])
+def test_selection_head_refuses_what_it_cannot_frame(text: str) -> None:
+    with pytest.raises((ValueError, IndexError, StopIteration)):
+        gate.selection_head(text)

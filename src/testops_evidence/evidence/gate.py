@@ -14,6 +14,12 @@ for what digests already prove:
 * the selection's run context binds to this job's run (the runner's ``GITHUB_*`` variables, checked as
   :func:`context.env_context` checks them).
 
+The gate reads every field of the selection but its rows: select records a case index (the row count, the
+count per lane, and the rows' length in characters) just before them, and the gate steps over the rows by
+that length (:func:`selection_head`). The digest already proves the bytes are select's; the index is select's
+account of the rows it wrote, and the full verification refuses a selection whose index does not describe its
+rows (``selection.invalid``).
+
 The gate only ever *accepts*. Anything else — another digest, contract bytes that differ (a checkout
 that rewrote line endings), a selection made before ``contract-file-sha256`` existed, a run outside
 Actions (the rehearsal context needs the contract), or any doubt at all — returns ``None`` and the full
@@ -58,10 +64,13 @@ def read_document_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
 class GateFacts:
     """What the gate established, for the phase's outputs and summary."""
 
-    def __init__(self, document: dict[str, Any], digest: str, live: dict[str, Any]) -> None:
-        self.document = document
+    def __init__(self, document: dict[str, Any], digest: str, live: dict[str, Any], count: int,
+                 lanes: dict[str, int]) -> None:
+        self.document = document  # every field but ``cases`` (not read when the selection has its case index)
         self.digest = digest
         self.live = live  # repository, run-id, run-attempt, head-sha, run-url of this job's run
+        self.count = count
+        self.lanes = lanes
 
 
 def verify_by_digests(selection_path: str, expected_sha256: str | None, contract_path: str | None,
@@ -82,8 +91,8 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     data = read_document_bytes(selection_path, SELECTION_LIMIT)
     if sha256_hex(data) != expected:
         return None
-    document = loads_canonical(data.decode("utf-8"))
-    if not isinstance(document, dict) or document.get("schema") != SELECTION_SCHEMA:
+    document = selection_head(data.decode("utf-8"))
+    if document.get("schema") != SELECTION_SCHEMA:
         return None
     recorded = document.get("contract-file-sha256")
     if not isinstance(recorded, str):
@@ -106,7 +115,14 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     for key in ("repository", "run-id", "run-attempt", "head-sha", "workflow-path", "local"):
         if context[key] != live[key] or type(context[key]) is not type(live[key]):
             return None
-    return GateFacts(document, expected, live)
+    index = document.get("case-index")
+    if index is None:  # a selection written before select recorded its index: the rows were read
+        rows = document["cases"]
+        lanes: dict[str, int] = {}
+        for row in rows:
+            lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
+        index = {"count": len(rows), "lanes": lanes}
+    return GateFacts(document, expected, live, index["count"], index["lanes"])
 
 
 # Below this size CPython's built-in SHA-256 (hashlib's own fallback) hashes faster than hashlib can load
@@ -180,6 +196,50 @@ class _ScannerContext:
     parse_float = float
     parse_int = int
     parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def selection_head(text: str) -> dict[str, Any]:
+    """Every top-level field of a selection's canonical JSON, stepping over the rows when ``case-index`` (which
+    sorts just before ``cases``) gives their length: a 10,000-case selection is 2.5 MB of rows, and parsing them
+    was most of a worker's start. Only for bytes that already hashed to the travelled digest — bytes select wrote,
+    whose index select computed from the rows it wrote (and the full verification checks it against them).
+    Anything unexpected raises: the gate then leaves the decision to the full verification."""
+    scan = _scanner()
+    if not text.startswith("{"):
+        raise ValueError("not a JSON object")
+    document: dict[str, Any] = {}
+    position = 1
+    while True:
+        key, position = scan(text, position)
+        if not isinstance(key, str) or text[position] != ":":
+            raise ValueError("not a JSON object member")
+        position += 1
+        index = document.get("case-index")
+        if key == "cases" and isinstance(index, dict) and type(index.get("length")) is int:
+            end = position + index["length"]
+            if index["length"] < 2 or text[position] != "[" or text[end - 1] != "]":
+                raise ValueError("the case index does not frame the rows")
+            value, position = None, end
+        else:
+            value, position = scan(text, position)
+        if key in document:
+            raise ValueError("duplicate key")
+        document[key] = value
+        if text[position] == ",":
+            position += 1
+        elif text[position] == "}":
+            break
+        else:
+            raise ValueError("not a JSON object")
+    if text[position + 1:].strip(" \t\n\r"):
+        raise ValueError("extra data after the JSON value")
+    return document
+
+
+def _scanner() -> Any:
+    from _json import make_scanner  # ImportError on another Python implementation: the full verification runs
+
+    return make_scanner(_ScannerContext())
 
 
 def loads_canonical(text: str) -> Any:

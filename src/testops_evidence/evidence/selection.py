@@ -107,6 +107,7 @@ def build_selection(
         "source": source,
         "full-plan": len(keys) == len(contract.cases) and all(contract.has_case(k) for k in keys),
         "cases": rows,
+        "case-index": case_index(rows),
     }
     if contract.file_sha256 is not None:
         document["contract-file-sha256"] = contract.file_sha256
@@ -120,6 +121,19 @@ def build_selection(
     validate_document("selection", {**document, "cases": rows[:1]}, "selection.invalid",
                       "the selection")
     return document
+
+
+def case_index(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a worker needs to know of the rows without reading them (:mod:`evidence.gate`): how many there are,
+    how many per lane, and the length in characters of the ``cases`` value as written (its canonical JSON), so a
+    reader of the digest-checked bytes can step over it. Sorted keys put ``case-index`` just before ``cases``."""
+    import json
+
+    lanes: dict[str, int] = {}
+    for row in rows:
+        lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
+    text = json.dumps(list(rows), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return {"count": len(rows), "lanes": lanes, "length": len(text)}
 
 
 def selection_bytes(document: Mapping[str, Any]) -> bytes:
@@ -238,6 +252,8 @@ def validate_against(selection: Selection, contract: Contract, live_context: Run
     if block is not None:
         _check_testops_block(block, contract)
     seen: dict[str, int] = {}
+    lanes: dict[str, int] = {}
+    length = 1  # "[" ... "]" with a "," between rows
     for index, row in enumerate(selection.cases):
         key = row["key"]
         if not contract.has_case(key):
@@ -247,14 +263,32 @@ def validate_against(selection: Selection, contract: Contract, live_context: Run
             raise Refusal("selection.duplicate_case", f"case {key!r} is selected twice (rows {seen[key]} and "
                           f"{index})", field=f"cases/{index}/key", expected="each case once", actual=key)
         seen[key] = index
-        if canonical_json(row) != canonical_json(contract.case(key).row()):
+        text = _canonical_text(row)
+        if text != _canonical_text(contract.case(key).row()):
             raise Refusal("selection.foreign_case", f"the selected row of {key!r} differs from the contract's row",
                           field=f"cases/{index}", expected=contract.case(key).row(), actual=row)
+        length += len(text) + 1
+        lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
+    _check_case_index(doc.get("case-index"), {"count": len(seen), "lanes": lanes, "length": length})
     full = len(seen) == len(contract.cases)
     if selection.full_plan != full:
         raise Refusal("selection.invalid", "the full-plan flag does not match the selected rows",
                       field="full-plan", expected=full, actual=selection.full_plan)
     check_same_run(selection.context, live_context, "selection.context")
+
+
+def _canonical_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_case_index(recorded: Any, actual: dict[str, Any]) -> None:
+    """The index select wrote beside the rows (absent in selections made before it existed) must describe them:
+    a worker's fast gate trusts it instead of reading the rows, so a selection whose index lies is refused."""
+    if recorded is not None and recorded != actual:
+        raise Refusal("selection.invalid", "the selection's case index does not describe its rows: the file was not "
+                      "written by select", field="case-index", expected=actual, actual=recorded)
 
 
 def _check_testops_block(block: Mapping[str, Any], contract: Contract) -> None:

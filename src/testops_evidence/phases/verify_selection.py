@@ -40,8 +40,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                   ctx.settings.string("contract"), ctx.env)
     if gated is not None:
         document = gated.document
-        return _result(raw_path or DEFAULT_SELECTION_PATH, gated.digest, document, document["cases"], gated.live,
-                       document["campaign"])
+        return _result(raw_path or DEFAULT_SELECTION_PATH, gated.digest, document, gated.count, gated.lanes,
+                       gated.live, document["campaign"])
     return _verify_fully(ctx)
 
 
@@ -60,7 +60,11 @@ def _verify_fully(ctx: PhaseContext) -> PhaseResult:
     validate_against(selection, contract, live)
     binding = {"repository": live.repository, "run-id": live.run_id, "run-attempt": live.run_attempt,
                "head-sha": live.head_sha, "run-url": live.run_url}
-    return _result(str(path), selection.digest, selection.document, selection.cases, binding, contract.campaign)
+    lanes: dict[str, int] = {}
+    for row in selection.cases:
+        lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
+    return _result(str(path), selection.digest, selection.document, selection.count, lanes, binding,
+                   contract.campaign)
 
 
 def _plain_path(text: str) -> bool:
@@ -70,11 +74,8 @@ def _plain_path(text: str) -> bool:
     return bool(text) and text != "/" and "\x00" not in text and all(p not in ("", ".") for p in parts)
 
 
-def _result(path: str, digest: str, document: Any, cases: list[dict[str, Any]], live: dict[str, Any],
+def _result(path: str, digest: str, document: Any, count: int, lanes: dict[str, int], live: dict[str, Any],
             campaign: str) -> PhaseResult:
-    lanes: dict[str, int] = {}
-    for row in cases:
-        lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
     testops = document["testops"]
     rows = [
         ("selection", summary.code(path)),
@@ -94,7 +95,6 @@ def _result(path: str, digest: str, document: Any, cases: list[dict[str, Any]], 
                                                     page_url(testops["endpoint"], "launch", testops["launch-id"]))))
     body: str = summary.table(("", ""), rows)
     body += "\n" + summary.table(("lane", "cases"), sorted(lanes.items()))
-    count = len(cases)
     headline = (f"✅ The selection is intact and bound to this run: {count} case(s) "
                 f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), contract "
                 f"**{summary.text(campaign)}**{', full plan' if document['full-plan'] else ''}.")
