@@ -112,12 +112,13 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
         rejected = {**bound.rejected.summary_row(), "message": bound.rejected.refusal.message}
     if bound is not None and bound.cell is not None:
         cell = bound.cell
+        reported = cell.checks()
         cell_part = {
             **cell.summary_row(),
             "started-at": cell.document["started-at"],
             "disposition": cell.disposition,
             "source-sha": cell.document["source-sha"],
-            "checks": [{"id": c, "kind": case.checks[c], "passed": bool(cell.checks()[c]["passed"])}
+            "checks": [{"id": c, "kind": case.checks[c], "passed": bool(reported[c]["passed"])}
                        for c in case.checks],
             # Values as integers (as before coverage existed); the coverage of every counter beside them.
             "usage": {name: figure.value for name, figure in cell.usage().items() if figure.value is not None},

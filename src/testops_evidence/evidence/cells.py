@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,12 @@ class CellResult:
         return {str(c["id"]): c for c in self.document["checks"]}
 
     def usage(self) -> dict[str, Figure]:
-        """The allow-listed usage counters the cell reports, each with its coverage."""
+        """The allow-listed usage counters the cell reports, each with its coverage (read once per cell: the
+        accounts, the evidence and the result each ask; the caller must not change the mapping)."""
+        return self._usage
+
+    @cached_property
+    def _usage(self) -> dict[str, Figure]:
         return cell_figures(self.document, USAGE_ALLOWED)
 
     def summary_row(self) -> dict[str, Any]:

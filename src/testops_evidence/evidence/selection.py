@@ -263,11 +263,12 @@ def validate_against(selection: Selection, contract: Contract, live_context: Run
             raise Refusal("selection.duplicate_case", f"case {key!r} is selected twice (rows {seen[key]} and "
                           f"{index})", field=f"cases/{index}/key", expected="each case once", actual=key)
         seen[key] = index
-        text = _canonical_text(row)
-        if text != _canonical_text(contract.case(key).row()):
+        # Schema-valid rows hold strings, JSON integers (never booleans or floats), lists and objects, for which
+        # equality is equality of canonical JSON.
+        if row != contract.case(key).row():
             raise Refusal("selection.foreign_case", f"the selected row of {key!r} differs from the contract's row",
                           field=f"cases/{index}", expected=contract.case(key).row(), actual=row)
-        length += len(text) + 1
+        length += len(_canonical_text(row)) + 1
         lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
     _check_case_index(doc.get("case-index"), {"count": len(seen), "lanes": lanes, "length": length})
     full = len(seen) == len(contract.cases)

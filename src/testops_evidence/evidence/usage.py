@@ -154,9 +154,14 @@ def account(units: Iterable[tuple[str, str, int, Sequence[Item]]], allowed: Sequ
     trials = {(key, trial): totals(items, counters) for key, _lane, trial, items in rows}
     by_case: dict[str, list[Item]] = {}
     by_lane: dict[str, list[Item]] = {}
+    trial_count: dict[str, int] = {}
     for key, lane, _trial, items in rows:
         by_case.setdefault(key, []).extend(items)
         by_lane.setdefault(lane, []).extend(items)
-    return Accounts(counters, trials, {key: totals(items, counters) for key, items in by_case.items()},
+        trial_count[key] = trial_count.get(key, 0) + 1
+    # A case measured once: its total is its only trial's, over the very same items.
+    cases = {key: trials[(key, 1)] if trial_count[key] == 1 and (key, 1) in trials else totals(items, counters)
+             for key, items in by_case.items()}
+    return Accounts(counters, trials, cases,
                     {lane: totals(items, counters) for lane, items in by_lane.items()},
                     totals([item for *_, items in rows for item in items], counters))
