@@ -258,6 +258,73 @@ def export_figures(cfg: Config, root: str | None, where: str) -> list[Figure]:
     ]
 
 
+# Where an export's CPU time goes: each stage's process time, in process (report only; the figure that counts is
+# the whole-process one above). A stage is a function of the export path, timed where the phase calls it.
+EXPORT_STAGES = (
+    ("testops_evidence.contract", "load_contract", "read and validate the contract (JSON)"),
+    ("testops_evidence.phases.export", "load_selection", "read, re-hash and validate the selection"),
+    ("testops_evidence.phases.export", "validate_against", "bind the selection to the contract and run"),
+    ("testops_evidence.phases.export", "collect_cells", "read the 10,000 cell files"),
+    ("testops_evidence.phases.export", "admit", "parse (strict), validate and bind every cell"),
+    ("testops_evidence.evidence.usage", "account", "usage accounts"),
+    ("testops_evidence.evidence.allure", "result_document", "build the Allure results"),
+    ("testops_evidence.evidence.allure", "evidence_document", "build the evidence documents"),
+    ("testops_evidence.phases.export", "canonical_json", "canonical JSON of every document (json.dumps)"),
+    ("testops_evidence.phases.export", "write_new", "create and write the 20,002 files"),
+    ("testops_evidence.phases.export", "receipt_from_bytes", "check the receipt as upload will"),
+    ("testops_evidence.phases.export", "_summary", "the step summary"),
+)
+
+
+def bench_export_stages(cfg: Config) -> list[Figure]:
+    """The export of :func:`export_figures`, in this process, with each stage's CPU time (``time.process_time``)."""
+    import importlib
+
+    from evidence_support import actions_env, cell, make_selection, small_contract, write_cells, write_contract
+
+    n = cfg.export_size
+    contract = small_contract(cases=n)
+    env = actions_env()
+    spent: dict[str, float] = {}
+    patched: list[tuple[Any, str, Any]] = []
+    for module_name, name, label in EXPORT_STAGES:
+        module = importlib.import_module(module_name)
+        original = getattr(module, name)
+
+        def timed(*args: Any, _f: Any = original, _label: str = label, **kwargs: Any) -> Any:
+            begun = time.process_time()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.process_time() - begun
+        setattr(module, name, timed)
+        patched.append((module, name, original))
+    try:
+        with workspace("export-stages", TMPFS if os.access(TMPFS, os.W_OK) else None) as work:
+            selection, digest = make_selection(work, contract, env)
+            contract_path = write_contract(contract, work / "contract.json")
+            cells = write_cells(work / "cells", [cell(contract, c.key) for c in contract.cases], digest)
+            options = {"contract": str(contract_path), "selection-path": str(selection), "selection-sha256": digest,
+                       "cell-results": str(cells), "backend": "files", "results-dir": str(work / "out" / "results"),
+                       "state-dir": str(work / "out" / "state")}
+            (work / "out").mkdir()
+            begun = time.process_time()
+            code = run_in_process("export", options, env)
+            total = time.process_time() - begun
+            if code not in (0, 1):
+                raise SystemExit(f"export failed with exit {code}")
+    finally:
+        for module, name, original in patched:
+            setattr(module, name, original)
+    # Nested stages (admit validates the cells it parses) are reported as measured; the shares need not add up.
+    figures = [Figure("export stages: whole phase, in process (s of CPU)", total, "report", True,
+                      f"{n} cells, tmpfs, time.process_time")]
+    for _module, _name, label in EXPORT_STAGES:
+        value = spent.get(label, 0.0)
+        figures.append(Figure(f"  {label} (s)", value, "report", True, f"{value / total:.0%} of the phase"))
+    return figures
+
+
 # --- 3./4. verify and upload: requests per result ---------------------------------------------------
 
 
@@ -688,6 +755,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "select": bench_select,
     "export": bench_export,
     "export-tmpfs": bench_export_tmpfs,
+    "export-stages": bench_export_stages,
     "verify": bench_verify,
     "upload": bench_upload,
     "trials": bench_trials,
