@@ -115,7 +115,7 @@ def test_exit_meanings_cover_every_exit_code() -> None:
 
 def test_no_code_is_registered_twice() -> None:
     # REGISTRY is built with dict(): a second _spec("x", ...) would silently replace the first.
-    source = (SRC / "errors.py").read_text()
+    source = (SRC / "codes.py").read_text()
     counts = Counter(re.findall(r'_spec\(\s*"([^"]+)"', source))
     assert {code for code, n in counts.items() if n > 1} == set()
     assert set(counts) == set(REGISTRY)
