@@ -515,8 +515,6 @@ def bench_upload(cfg: Config) -> list[Figure]:
 
 
 def bench_digest(cfg: Config) -> list[Figure]:
-    from testops_evidence.safeio import sha256_file
-
     openssl = shutil.which("openssl")
     if openssl is None:
         return [Figure("sha256_file / openssl dgst -sha256", float("nan"), "<= 1.25", cfg.smoke,
@@ -530,8 +528,14 @@ def bench_digest(cfg: Config) -> list[Figure]:
         ours: list[str] = []
         theirs: list[str] = []
 
+        # Whole processes on both sides: ours pays its interpreter start and imports as openssl pays its own.
+        script = ("import sys; sys.path.insert(0, sys.argv[1]); from testops_evidence.safeio import sha256_file; "
+                  "print(sha256_file(sys.argv[2]))")
+
         def python_side() -> None:
-            ours.append(sha256_file(path))
+            done = subprocess.run([sys.executable, "-I", "-c", script, str(ROOT / "src"), str(path)], check=True,
+                                  capture_output=True, text=True)
+            ours.append(done.stdout.strip())
 
         def openssl_side() -> None:
             done = subprocess.run([openssl, "dgst", "-sha256", "-r", str(path)], check=True, capture_output=True,
@@ -544,7 +548,7 @@ def bench_digest(cfg: Config) -> list[Figure]:
         raise SystemExit(f"digests differ: {set(ours)} versus {set(theirs)}")
     ratio = t_ours / t_theirs
     mib = cfg.digest_bytes / (1024 * 1024)
-    return [Figure(f"sha256_file / openssl dgst ({mib:g} MiB)", ratio, "<= 1.25", target(ratio <= 1.25, cfg),
+    return [Figure(f"sha256_file / openssl dgst ({mib:g} MiB), whole processes", ratio, "<= 1.25", target(ratio <= 1.25, cfg),
                    f"ours={t_ours:.3f}s ({mib / t_ours:.0f} MiB/s) openssl={t_theirs:.3f}s "
                    f"({mib / t_theirs:.0f} MiB/s)")]
 
