@@ -75,14 +75,22 @@ def _family(kind: str, names: list[str], inner: st.SearchStrategy[Any]) -> st.Se
         "additionalProperties": st.one_of(st.booleans(), inner),
         "propertyNames": inner,
         "minProperties": small_int, "maxProperties": small_int,
+        "items": inner, "minItems": small_int, "maxItems": small_int, "uniqueItems": st.booleans(),
     }
     return st.lists(st.sampled_from(names), max_size=len(names), unique=True).flatmap(
         lambda chosen: st.fixed_dictionaries({"type": st.just(kind), **{name: values[name] for name in chosen}}))
 
 
-fused_schemas = st.recursive(st.fixed_dictionaries({"type": type_names}), lambda inner: st.one_of(
+# The leaves an object's generated check writes out as expressions: bare types, string consts and enums (and the
+# string and integer families above); anything else is called.
+leaves = st.one_of(st.fixed_dictionaries({"type": type_names}), st.fixed_dictionaries({"const": scalars}),
+                   st.fixed_dictionaries({"enum": st.lists(scalars, min_size=1, max_size=3)}),
+                   st.fixed_dictionaries({"enum": st.lists(st.sampled_from(["", "a", "ab", "A1"]), min_size=1,
+                                                           max_size=3)}))
+fused_schemas = st.recursive(leaves, lambda inner: st.one_of(
     _family("string", ["pattern", "minLength", "maxLength"], inner),
     _family("integer", ["minimum", "maximum"], inner),
+    _family("array", ["items", "minItems", "maxItems", "uniqueItems"], inner),
     _family("object", ["properties", "required", "additionalProperties", "propertyNames", "minProperties",
                        "maxProperties"], inner)), max_leaves=6)
 

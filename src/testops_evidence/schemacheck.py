@@ -64,6 +64,20 @@ def _ecma_compiled(pattern: str) -> re.Pattern[str]:
             out.append("\\Z" if char == "$" else char)
     return re.compile("".join(out))
 
+_MISSING = object()
+
+# A bare ``type``, as an expression on ``x`` (the checks of _TYPES, written out).
+_LEAF_TYPES = {
+    "string": "isinstance(x, str)",
+    "integer": "isinstance(x, int) and not isinstance(x, bool)",
+    "number": "isinstance(x, int | float) and not isinstance(x, bool)",
+    "boolean": "isinstance(x, bool)",
+    "object": "isinstance(x, dict)",
+    "array": "isinstance(x, list)",
+    "null": "x is None",
+}
+
+
 class Unsupported(Exception):
     """The schema uses a keyword (or a form of one) this checker does not implement."""
 
@@ -122,6 +136,7 @@ class _Compiler:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
         self.refs: dict[str, Check] = {}
+        self.resolving: set[str] = set()  # $refs being compiled: a use inside one must look it up when called
 
     def compile(self, schema: Any) -> Check:
         if schema is True:
@@ -165,11 +180,16 @@ class _Compiler:
     _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "propertyNames",
                               "minProperties", "maxProperties"})
 
+    _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems", "uniqueItems"})
+
     def _fused(self, schema: Mapping[str, Any]) -> Check | None:
         kind = schema.get("type")
         keys = {k for k in schema if k not in _ANNOTATIONS}
         if kind == "string" and keys <= self._STRING_KEYS:
             return self._fused_string(schema)
+        if kind == "array" and keys <= self._ARRAY_KEYS and isinstance(schema.get("items", True), Mapping | bool) \
+                and all(_is_integer(schema[k]) for k in keys & {"minItems", "maxItems"}):
+            return self._fused_array(schema)
         if kind == "integer" and keys <= self._INTEGER_KEYS and all(
                 _is_number(schema[k]) for k in keys - {"type"}):
             low, high = schema.get("minimum"), schema.get("maximum")
@@ -203,34 +223,108 @@ class _Compiler:
             return search is None or search(v) is not None
         return check
 
+    def _fused_array(self, schema: Mapping[str, Any]) -> Check:
+        item = self.compile(schema["items"]) if "items" in schema else None
+        low, high = schema.get("minItems", 0), schema.get("maxItems")
+        unique = schema.get("uniqueItems") is True
+
+        def check(v: Any) -> bool:
+            if not isinstance(v, list):
+                return False
+            size = len(v)
+            if size < low or (high is not None and size > high):
+                return False
+            if item is not None:
+                for x in v:
+                    if not item(x):
+                        return False
+            return not unique or _unique(v)
+        return check
+
     def _fused_object(self, schema: Mapping[str, Any]) -> Check | None:
-        props = {name: self.compile(sub) for name, sub in schema.get("properties", {}).items()}
+        """One generated function per object shape: each property's value is looked up once and tested by an
+        expression written into the function when its schema is a plain leaf (a string with a pattern and
+        lengths, an integer with bounds, a string ``const`` or ``enum``, a bare type), else by its compiled
+        check. The values the expressions test against (names, patterns, bounds) are bound in the function's
+        namespace, never written into its source."""
+        properties = schema.get("properties", {})
         required = schema.get("required")
         names = frozenset(required) if required is not None else frozenset()
         additional = schema.get("additionalProperties", True)
-        extra: Check | None = None if additional is True or additional is False else self.compile(additional)
-        closed = additional is False
-        key_check = self.compile(schema["propertyNames"]) if "propertyNames" in schema else None
         low, high = schema.get("minProperties"), schema.get("maxProperties")
-
-        def check(v: Any) -> bool:
-            if not isinstance(v, dict):
-                return False
-            if names and not names <= v.keys():
-                return False
-            if (low is not None and len(v) < low) or (high is not None and len(v) > high):
-                return False
-            for name, value in v.items():
-                sub = props.get(name)
-                if sub is not None:
-                    if not sub(value):
-                        return False
-                elif closed or (extra is not None and not extra(value)):
-                    return False
-                if key_check is not None and not key_check(name):
-                    return False
-            return True
+        if any(bound is not None and not _is_number(bound) for bound in (low, high)):
+            return None
+        space: dict[str, Any] = {"MISSING": _MISSING, "KNOWN": frozenset(properties), "REQUIRED": names,
+                                 "LOW": low, "HIGH": high, "_unique": _unique}
+        lines = ["def check(v):", "    if not isinstance(v, dict):", "        return False"]
+        if names:
+            lines += ["    if not REQUIRED <= v.keys():", "        return False"]
+        if low is not None:
+            lines += ["    if len(v) < LOW:", "        return False"]
+        if high is not None:
+            lines += ["    if len(v) > HIGH:", "        return False"]
+        if additional is False:
+            lines += ["    if not v.keys() <= KNOWN:", "        return False"]
+        for index, (name, sub) in enumerate(properties.items()):
+            space[f"K{index}"] = name
+            test = self._leaf(sub, index, space)
+            if test is None:
+                space[f"P{index}"] = self.compile(sub)
+                test = f"P{index}(x)"
+            lines += [f"    x = v.get(K{index}, MISSING)", f"    if x is not MISSING and not ({test}):",
+                      "        return False"]
+        if additional is not True and additional is not False:
+            space["EXTRA"] = self.compile(additional)
+            lines += ["    for k, x in v.items():", "        if k not in KNOWN and not EXTRA(x):", "            return False"]
+        if "propertyNames" in schema:
+            space["NAME"] = self.compile(schema["propertyNames"])
+            lines += ["    for k in v:", "        if not NAME(k):", "            return False"]
+        lines.append("    return True")
+        exec(compile("\n".join(lines), "<schemacheck object>", "exec"), space)  # noqa: S102 - our own source
+        check: Check = space["check"]
         return check
+
+    def _leaf(self, schema: Any, index: int, space: dict[str, Any]) -> str | None:
+        """A Python expression on ``x`` equal to the compiled check of ``schema``, for the leaf shapes; else None."""
+        if not isinstance(schema, Mapping):
+            return None
+        keys = {k for k in schema if k not in _ANNOTATIONS}
+        kind = schema.get("type")
+        if keys == {"const"} and isinstance(schema["const"], str):  # json_equal with a string is ==
+            space[f"C{index}"] = schema["const"]
+            return f"x == C{index}"
+        enum = schema.get("enum")
+        if keys == {"enum"} and isinstance(enum, list) and enum and all(isinstance(e, str) for e in enum):
+            space[f"E{index}"] = frozenset(enum)
+            return f"isinstance(x, str) and x in E{index}"
+        if keys == {"type"} and isinstance(kind, str) and kind in _LEAF_TYPES:
+            return _LEAF_TYPES[kind]
+        if kind == "string" and keys <= self._STRING_KEYS:
+            pattern, lo, hi = schema.get("pattern"), schema.get("minLength"), schema.get("maxLength")
+            if (pattern is not None and not isinstance(pattern, str)) or any(
+                    bound is not None and not _is_integer(bound) for bound in (lo, hi)):
+                return None
+            parts = ["isinstance(x, str)"]
+            if lo is not None:
+                space[f"L{index}"] = lo
+                parts.append(f"len(x) >= L{index}")
+            if hi is not None:
+                space[f"H{index}"] = hi
+                parts.append(f"len(x) <= H{index}")
+            if pattern is not None:
+                space[f"S{index}"] = ecma_pattern(pattern).search
+                parts.append(f"S{index}(x) is not None")
+            return " and ".join(parts)
+        if kind == "integer" and keys <= self._INTEGER_KEYS and all(_is_number(schema[k]) for k in keys - {"type"}):
+            parts = ["isinstance(x, int)", "not isinstance(x, bool)"]
+            if "minimum" in schema:
+                space[f"L{index}"] = schema["minimum"]
+                parts.append(f"not x < L{index}")
+            if "maximum" in schema:
+                space[f"H{index}"] = schema["maximum"]
+                parts.append(f"not x > H{index}")
+            return " and ".join(parts)
+        return None
 
     # --- any type ---------------------------------------------------------------------------------
     def _k_type(self, value: Any, _schema: Any) -> Check:
@@ -258,7 +352,16 @@ class _Compiler:
 
     def _k_oneOf(self, value: Any, _schema: Any) -> Check:
         subs = self._list(value)
-        return lambda v: sum(1 for s in subs if s(v)) == 1
+
+        def check(v: Any) -> bool:  # exactly one: stops at the second match
+            found = False
+            for sub in subs:
+                if sub(v):
+                    if found:
+                        return False
+                    found = True
+            return found
+        return check
 
     def _k_anyOf(self, value: Any, _schema: Any) -> Check:
         subs = self._list(value)
@@ -284,8 +387,12 @@ class _Compiler:
                     raise Unsupported(f"$ref {value!r}")
                 node = node[part]
             self.refs[value] = lambda _v: False  # placeholder; a recursive $ref resolves through the dict below
+            self.resolving.add(value)
             compiled = self.compile(node)
+            self.resolving.discard(value)
             self.refs[value] = compiled
+        if value not in self.resolving:  # compiled: no indirection left to pay at every use
+            return self.refs[value]
         refs = self.refs
         return lambda v: refs[value](v)
 
