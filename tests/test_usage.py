@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evidence_support import cell
 from test_trials import case_row, contract_of, export_run, trial_cell, trials_document
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence import usage
 from testops_evidence.evidence.cells import cell_from_bytes
 from testops_evidence.evidence.receipt import load_receipt
 from testops_evidence.evidence.usage import MISSING, Figure, parse, show, total
@@ -124,3 +127,12 @@ def test_a_superseded_attempt_is_paid_for_too(tmp_path: Path) -> None:
     assert run.exit_code == 0, run.summary
     assert case_row(options, "steady")["usage"]["cost-nanodollars"] == 3_000
     assert run.outputs["cost-nanodollars"] == "3012"
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.one_of(st.none(), st.integers(0, 2**54)), coverage=st.sampled_from(list(usage.COVERAGES)),
+       figures=st.integers(0, 3), known=st.integers(0, 3))
+def test_the_total_of_one_figure_is_the_total_of_a_list_of_it(value: int | None, coverage: str, figures: int,
+                                                               known: int) -> None:
+    figure = usage.Figure(value, coverage, figures, known)
+    assert usage.total_of_one(figure) == usage.total([figure])

@@ -99,9 +99,28 @@ def total(figures: Iterable[Figure]) -> Figure:
     return Figure(value, coverage, count, known)
 
 
+def total_of_one(figure: Figure) -> Figure:
+    """``total([figure])``, written out: most trials have one attempt, and an export totals each of them."""
+    count, known = figure.figures, figure.known
+    if count == 0 or known == 0:
+        return Figure(None, UNAVAILABLE, count, 0)
+    value = figure.value if figure.value is not None else 0
+    if value > MAX_FIGURE:
+        return Figure(MAX_FIGURE, PARTIAL, count, known)
+    coverage = figure.coverage
+    if coverage in (UNAVAILABLE, PARTIAL) or known < count:
+        coverage = PARTIAL
+    elif coverage != ESTIMATED:
+        coverage = REPORTED
+    return Figure(value, coverage, count, known)
+
+
 def totals(items: Iterable[Mapping[str, Figure] | None], counters: Sequence[str]) -> dict[str, Figure]:
     """Per counter, the total over ``items`` (one per trial attempt; None: a trial with no admitted cell)."""
     rows = list(items)
+    if len(rows) == 1:
+        item = rows[0]
+        return {name: total_of_one(item.get(name, MISSING) if item is not None else MISSING) for name in counters}
     return {name: total((item.get(name, MISSING) if item is not None else MISSING) for item in rows)
             for name in counters}
 
