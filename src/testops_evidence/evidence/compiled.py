@@ -58,19 +58,28 @@ def compiled_path(selection_path: str | os.PathLike[str]) -> Path:
     return path.parent / f"{path.stem}{SUFFIX}"
 
 
+# select encodes the compiled form twice (its digest goes into the selection, its bytes into the file): the
+# last contract's, kept by identity (a Contract holds dicts, so it cannot be a key), is encoded once.
+_last: list[tuple[Contract, bytes | None]] = []
+
+
 def compiled_bytes(contract: Contract) -> bytes | None:
     """The compiled form of a contract read from a YAML file: compact JSON, the file's key order kept,
     UTF-8, a trailing newline. ``None`` for a JSON contract (its reader is fast) or a contract that was not
     read from a file."""
     if contract.file_sha256 is None or is_json_name(contract.source_path):
         return None
+    if _last and _last[0][0] is contract:
+        return _last[0][1]
     import json
 
     try:
         text = json.dumps(contract.document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data: bytes | None = (text + "\n").encode("utf-8")
     except ValueError:  # an infinite or NaN number: no strict JSON reader would read it back
-        return None
-    return (text + "\n").encode("utf-8")
+        data = None
+    _last[:] = [(contract, data)]
+    return data
 
 
 def is_json_name(name: str) -> bool:
