@@ -181,6 +181,17 @@ def test_export_upload_verify_give_the_same_bytes_from_the_compiled_form(tmp_pat
     assert contract_rows(parsed) == ["| contract | parsed from `contract.yml` |"] * 3
 
 
+def test_verify_selection_checks_every_row_against_the_compiled_form(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside Actions the digest gate steps aside and the full verification compares every row with the
+    # contract: the compiled one, with the same verdict and summary as the parsed one.
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    runs = [phase("verify-selection", d, monkeypatch, **{"selection-sha256": digest}) for d in (compiled, parsed)]
+    assert [r.exit_code for r in runs] == [0, 0]
+    assert "contract: compiled by select" in runs[0].log and "compiled form not used" in runs[1].log
+    same_but_contract_row(runs[:1], runs[1:])
+
+
 # Runs a script as `python -I script args...` would, then writes the names in sys.modules to a file
 # (as tests/test_startup_imports.py does).
 DRIVER = """

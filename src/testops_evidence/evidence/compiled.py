@@ -20,8 +20,8 @@ output of ``select``, outside every artifact: bytes that hash to it are the sele
 (SHA-256 is collision resistant), so F, K and C are the values ``select`` recorded. The contract file's
 bytes hash to F: they are the bytes ``select`` parsed, as YAML (``select`` records K only for a YAML
 contract). The compiled bytes hash to K: they are what ``select`` encoded from its parse of those bytes;
-the YAML reader is deterministic, so this phase's parse of the same bytes gives the same document, in the
-same key order (which K binds too: a case's checks are listed in the contract's order). Validation runs
+the YAML reader is deterministic (and every job of a campaign runs the same version of the action, as the
+templates pin it), so this phase's parse of the same bytes gives the same document, in the same key order (which K binds too: a case's checks are listed in the contract's order). Validation runs
 again on it, so acceptance is decided as before. A worker — the party under evaluation, who may replace
 an artifact — cannot forge a compiled form: every one of its bytes is bound through K to a selection
 that must hash to the travelled digest, which it cannot change.
