@@ -156,7 +156,6 @@ def test_select_writes_the_compiled_form_once_beside_the_selection(tmp_path: Pat
 
 def test_a_json_contract_has_no_compiled_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its reader is CPython's C scanner: parsing it again costs little, and a compiled form would add nothing.
-    monkeypatch.chdir(tmp_path)
     (tmp_path / "contract.json").write_text(json.dumps(load_contract(EXAMPLE_CONTRACT).document))
     run = phase("select", tmp_path, monkeypatch, contract="contract.json")
     assert run.exit_code == 0, run.summary
