@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from evidence_support import EXAMPLE_CONTRACT, cell, uuid_factory, write_cells
+from evidence_support import EXAMPLE_CONTRACT, actions_env, cell, make_selection, uuid_factory, write_cells
 from helpers import FakeClock, PhaseRun, run_mode
 from testops_evidence.contract import load_contract
-from testops_evidence.evidence.compiled import COMPILED_LIMIT, compiled_path, load_compiled
+from testops_evidence.evidence.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
 from testops_evidence.safeio import canonical_json, sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -408,7 +408,26 @@ def test_the_compiled_form_is_used_when_bound(bound: tuple[Path, Any]) -> None:
     assert contract is not None, why
     expected = load_contract(directory / "contract.yml")
     assert contract == expected
-    assert list(contract.document) == list(expected.document)
+    assert json.dumps(contract.document) == json.dumps(expected.document)  # every key in the file's order
+
+
+@pytest.mark.parametrize("source", [EXAMPLE_CONTRACT, REPO / "tests" / "data" / "contract-example.yml"],
+                         ids=lambda p: p.name)
+def test_the_compiled_form_is_the_contract_a_parse_gives(tmp_path: Path, source: Path) -> None:
+    # Real contracts (trials, remote cases, budgets, TestOps sections): the contract built from select's
+    # compiled form equals the parsed one, field for field and key order for key order.
+    path = tmp_path / "contract.yml"
+    shutil.copyfile(source, path)
+    parsed = load_contract(path)
+    selection, digest = make_selection(tmp_path, parsed, actions_env())
+    compiled = compiled_bytes(parsed)
+    assert compiled is not None
+    compiled_path(selection).write_bytes(compiled)
+    contract, why = load_compiled(path, selection, digest)
+    assert contract is not None, why
+    assert contract == parsed
+    assert json.dumps(contract.document) == json.dumps(parsed.document)
+    assert [list(c.checks) for c in contract.cases] == [list(c.checks) for c in parsed.cases]
 
 
 def test_a_json_named_contract_is_parsed_as_json(bound: tuple[Path, Any]) -> None:
