@@ -411,13 +411,29 @@ def test_the_compiled_form_is_used_when_bound(bound: tuple[Path, Any]) -> None:
     assert json.dumps(contract.document) == json.dumps(expected.document)  # every key in the file's order
 
 
-@pytest.mark.parametrize("source", [EXAMPLE_CONTRACT, REPO / "tests" / "data" / "contract-example.yml"],
-                         ids=lambda p: p.name)
-def test_the_compiled_form_is_the_contract_a_parse_gives(tmp_path: Path, source: Path) -> None:
-    # Real contracts (trials, remote cases, budgets, TestOps sections): the contract built from select's
-    # compiled form equals the parsed one, field for field and key order for key order.
+# The example with what it lacks: trials (default and per case, flow style) and a budget, at the end.
+TRIALS_AND_BUDGET = """
+trials: {count: 5, verdict: {at-least: 4}}
+budget:
+  campaign: {cost-nanodollars: 50000000000, agent-turns: 900}
+  trial: {cost-nanodollars: 500000000}
+"""
+
+
+@pytest.mark.parametrize("source", ["examples/contract.yml", "tests/data/contract-example.yml", "with trials"])
+def test_the_compiled_form_is_the_contract_a_parse_gives(tmp_path: Path, source: str) -> None:
+    # Hand-written contracts (comments, TestOps and remote sections, checks in no particular order, trials,
+    # a budget): the contract built from select's compiled form equals the parsed one, field for field and
+    # key order for key order.
     path = tmp_path / "contract.yml"
-    shutil.copyfile(source, path)
+    if source == "with trials":
+        text = EXAMPLE_CONTRACT.read_text()
+        path.write_text(text.replace("    checks:\n      tool-called: behavior\n",
+                                     "    trials: {count: 3, verdict: any, jobs: per-case}\n    checks:\n"
+                                     "      tool-called: behavior\n", 1) + TRIALS_AND_BUDGET)
+        assert "jobs: per-case" in path.read_text()
+    else:
+        shutil.copyfile(REPO / source, path)
     parsed = load_contract(path)
     selection, digest = make_selection(tmp_path, parsed, actions_env())
     compiled = compiled_bytes(parsed)
@@ -428,6 +444,8 @@ def test_the_compiled_form_is_the_contract_a_parse_gives(tmp_path: Path, source:
     assert contract == parsed
     assert json.dumps(contract.document) == json.dumps(parsed.document)
     assert [list(c.checks) for c in contract.cases] == [list(c.checks) for c in parsed.cases]
+    if source == "with trials":
+        assert parsed.budget is not None and parsed.cases[0].trials.count == 3
 
 
 def test_a_json_named_contract_is_parsed_as_json(bound: tuple[Path, Any]) -> None:
