@@ -9,6 +9,9 @@ Also run by ``benchmarks/run.py --only yaml``. Figures, each whole processes exc
   installed command from interpreter start to exit — target ≤ 3 s — beside the same contract as JSON;
 * the contract reader (``yamlread.load``) against ``json.loads`` of the same 10,000-case document,
   in-process (the cost of YAML itself, with nothing else around it);
+* a later phase's contract load (``PhaseContext.contract()`` of export, upload, verify): the compiled form
+  select wrote, checked by digests, against parsing the YAML again, whole processes (medians of pairwise
+  ratios), with a JSON contract of the same document beside them (the floor of a validated contract);
 * ``check`` refusing hostile contracts under the 4 MiB cap: a flow list of 2 million items (4 MB) and a
   block list of 900,000 items (3.6 MB) — the issue's two reproductions — each target < 2 s and
   < 200 MB peak memory (the child's ``ru_maxrss``).
@@ -27,7 +30,7 @@ for extra in (ROOT / "benchmarks", ROOT / "tests", ROOT / "src"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from _common import Figure, interleaved, print_figures  # noqa: E402
+from _common import Figure, interleaved, interleaved_runs, median_ratio, print_figures  # noqa: E402
 
 COMMAND = [sys.executable, "-I", str(ROOT / "bin" / "testops-evidence")]
 
@@ -120,7 +123,10 @@ def bench_yaml(cfg: Any) -> list[Figure]:
                           f"{t_read * 1000:.0f} ms / {t_loads * 1000:.1f} ms; "
                           f"{len(text) / t_read / 1e6:.1f} MB/s"))
 
-    # 3. hostile contracts under the cap, refused by the budget.
+    # 3. a later phase's contract: select's compiled form checked by digests, against parsing the YAML again.
+    figures.append(later_phase_contract(work, document, text, repeat))
+
+    # 4. hostile contracts under the cap, refused by the budget.
     hostile = {
         "flow list, 2 million items": "x: [" + "a," * (2_000_000 if not smoke else 2_000) + "a]\n",
         "block list, 900,000 items": "x:\n" + "- a\n" * (900_000 if not smoke else 900),
@@ -142,6 +148,66 @@ def bench_yaml(cfg: Any) -> list[Figure]:
 
     shutil.rmtree(work, ignore_errors=True)
     return figures
+
+
+# A later phase's contract, whole process: the interpreter, the imports and the load, nothing else.
+_LATER_PHASE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "compiled":
+    from testops_evidence.evidence.compiled import load_compiled
+    contract, why = load_compiled(sys.argv[3], sys.argv[4], sys.argv[5])
+    if contract is None:
+        raise SystemExit(why)
+else:
+    from testops_evidence.contract import load_contract
+    load_contract(sys.argv[3])
+"""
+
+
+def later_phase_contract(work: Path, document: Any, text: str, repeat: int) -> Figure:
+    """``PhaseContext.contract()`` of export, upload or verify on a YAML contract: the compiled form select
+    wrote (selection, contract file and compiled file hashed, strict JSON, schema and rules) against the
+    YAML parse it replaces (the schema and rules too), as whole processes, medians of pairwise ratios."""
+    from evidence_support import actions_env
+    from testops_evidence.context import env_context
+    from testops_evidence.contract import load_contract
+    from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, load_compiled
+    from testops_evidence.evidence.selection import build_selection, selection_bytes
+
+    contract_path, json_path = work / "later-contract.yml", work / "later-contract.json"
+    contract_path.write_text(text, encoding="utf-8")
+    contract = load_contract(contract_path)
+    data = selection_bytes(build_selection(contract, env_context(actions_env()), list(contract.cases),
+                                           backend="files", source="contract"))
+    selection = work / "later-selection.json"
+    selection.write_bytes(data)
+    compiled = compiled_bytes(contract)
+    assert compiled is not None
+    compiled_path(selection).write_bytes(compiled)
+    digest = __import__("hashlib").sha256(data).hexdigest()
+    assert load_compiled(contract_path, selection, digest)[0] == contract
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+
+    def child(how: str) -> Any:
+        def call() -> None:
+            _seconds, code, _rss = run_child([sys.executable, "-I", "-c", _LATER_PHASE, str(ROOT / "src"), how,
+                                              str(json_path if how == "json" else contract_path),
+                                              str(selection), digest], base)
+            if code != 0:
+                raise SystemExit(f"the {how} contract load failed with exit {code}")
+        return call
+
+    t_compiled, t_yaml = interleaved_runs(child("compiled"), child("yaml"), repeat=repeat)
+    # The floor for a validated contract: the same document as a JSON contract (C scanner, schema, rules).
+    json_path.write_text(json.dumps(document), encoding="utf-8")
+    t_json, t_again = interleaved_runs(child("json"), child("compiled"), repeat=repeat)
+    ratio = median_ratio(t_compiled, t_yaml)
+    return Figure(f"contract load for a later phase, {len(document['cases']):,} cases: compiled form / YAML parse "
+                  "(whole process)", ratio, "report", True,
+                  f"{min(t_compiled) * 1000:.0f} ms / {min(t_yaml) * 1000:.0f} ms; a JSON contract "
+                  f"{min(t_json) * 1000:.0f} ms (compiled / JSON {median_ratio(t_again, t_json):.2f}); compiled "
+                  f"form {len(compiled):,} bytes, YAML {len(text):,} bytes")
 
 
 def main(argv: list[str] | None = None) -> int:

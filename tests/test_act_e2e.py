@@ -397,6 +397,11 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     document = json.loads(selection.read_text())
     assert [case["key"] for case in document["cases"]] == list(CASES)
     assert document["context"]["run-id"] == 1 and document["context"]["repository"] == REPOSITORY
+    # The contract select compiled from the YAML travelled beside it, bound by the selection; the later
+    # jobs built the contract from it instead of parsing the YAML again.
+    compiled = selection.with_name("testops-evidence-selection-contract.json")
+    assert hashlib.sha256(compiled.read_bytes()).hexdigest() == document["contract-compiled-sha256"]
+    assert "contract: compiled by select" in result.log
 
     # Every matrix cell ran, in its lane, and left its cell result.
     cells = {path.stem: path.parent.name for path in result.artifacts.glob("testops-evidence-cells-1-*/*.json")

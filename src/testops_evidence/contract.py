@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import strictjson, yamlread
+from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
 from testops_evidence.schemacheck import ecma_pattern
@@ -332,6 +332,10 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
         except strictjson.JSONProblem:
             found = strictjson.problems(text)
     else:
+        # Imported here: a phase that builds the contract from select's compiled form never loads the YAML
+        # reader (evidence/compiled.py).
+        from testops_evidence import yamlread
+
         # One reading gives the value or every problem: a hostile file is not read twice.
         value, found = yamlread.read(text, limit=MAX_PROBLEMS)
         if not found:
@@ -389,7 +393,12 @@ def _located(found: list[Problem], text: str | None, name: str) -> list[Problem]
     """The problems with the line and column of their pointer in the file's text, where it can be found."""
     if text is None:
         return found
-    places = strictjson.positions(text) if name.endswith(".json") else yamlread.positions(text)
+    if name.endswith(".json"):
+        places = strictjson.positions(text)
+    else:
+        from testops_evidence import yamlread
+
+        places = yamlread.positions(text)
     located = []
     for problem in found:
         pointer = problem.pointer if problem.pointer != "/" else ""

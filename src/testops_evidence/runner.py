@@ -21,6 +21,7 @@ from testops_evidence.settings import Settings, default_state_location, env_inpu
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from pathlib import Path
     from typing import Any
 
     from testops_evidence.backends import Backend
@@ -82,6 +83,8 @@ class PhaseContext:
         self.sleep = sleep
         self.new_uuid = new_uuid
         self._contract = _contract
+        # True once contract() built the contract from select's compiled form (summaries say so).
+        self.contract_compiled = False
 
     def contract(self) -> Contract:
         if self._contract is None:
@@ -90,8 +93,31 @@ class PhaseContext:
             from testops_evidence.contract import load_contract
 
             path = self.settings.path("contract") or Path(".github/testops-evidence.yml")
-            self._contract = load_contract(path)
+            compiled = self._compiled_contract(path)
+            self.contract_compiled = compiled is not None
+            self._contract = compiled if compiled is not None else load_contract(path)
         return self._contract
+
+    def _compiled_contract(self, path: Path) -> Contract | None:
+        """The contract ``select`` compiled, when this phase reads a selection whose digest travelled and every
+        digest binds it (:mod:`evidence.compiled`); else ``None``, and the contract file is parsed."""
+        if not INPUTS_BY_NAME["selection-sha256"].applies_to(self.mode):
+            return None
+        from pathlib import Path
+
+        from testops_evidence.evidence.compiled import load_compiled
+
+        travelled = self.settings.string("selection-sha256")
+        if travelled is None and self.mode == "cell":  # the variable the campaign template gives every case
+            travelled = (self.env.get("TESTOPS_EVIDENCE_SELECTION_SHA256") or "").strip() or None
+        try:
+            selection_path = self.settings.path("selection-path") or Path("testops-evidence-selection.json")
+        except Refusal:
+            return None  # the phase refuses the input itself, as before
+        contract, why = load_compiled(path, selection_path, travelled)
+        self.runtime.log(f"contract: {why}" if contract is not None
+                         else f"contract: parsed from {path} (compiled form not used: {why})")
+        return contract
 
     def backend(self) -> str:
         """The backend's name: the ``backend`` input, else ``testops`` when the contract names a TestOps (but

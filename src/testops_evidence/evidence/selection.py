@@ -27,6 +27,7 @@ from typing import Any
 from testops_evidence.context import RunContext, check_same_run, job_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence.compiled import compiled_bytes
 from testops_evidence.evidence.gate import (
     read_document_bytes as read_document_bytes,  # re-exported: phases import it here
 )
@@ -111,6 +112,9 @@ def build_selection(
     }
     if contract.file_sha256 is not None:
         document["contract-file-sha256"] = contract.file_sha256
+    compiled = compiled_bytes(contract)
+    if compiled is not None:
+        document["contract-compiled-sha256"] = sha256_bytes(compiled)
     if rerun_of is not None:
         document["rerun-of"] = dict(rerun_of)
     if compared:

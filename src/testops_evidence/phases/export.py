@@ -27,6 +27,7 @@ from testops_evidence.evidence.adapters.layout import collect_cells, collect_wor
 from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
 from testops_evidence.evidence.cells import Binding as CellBinding
+from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.matrix import Unit, plan_matrices
 from testops_evidence.evidence.receipt import RECEIPT_LIMIT, RECEIPT_SCHEMA, default_receipt_path, receipt_from_bytes
 from testops_evidence.evidence.selection import (
@@ -192,7 +193,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
             **comparison_outputs(comparison),
         },
         summary=_summary(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
-                         present),
+                         present, contract_row(ctx, contract)),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
 
@@ -489,6 +490,7 @@ def _summary(
     receipt_path: Path,
     workers: Workers | None,
     present: list[str],
+    contract_source: summary.Markdown,
 ) -> str:
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
@@ -507,6 +509,7 @@ def _summary(
             ("selection", summary.code(selection.path)),
             ("selection sha256", summary.Markdown(summary.code(selection.digest) + (
                 "" if digest_given else " (computed here: no `selection-sha256` was given)"))),
+            ("contract", contract_source),
             ("cell origin", summary.Markdown(origin)),
             ("results directory", summary.code(results_dir)),
             ("receipt", summary.code(receipt_path)),

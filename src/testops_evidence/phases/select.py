@@ -26,6 +26,7 @@ from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence import catalog as catalog_filter
 from testops_evidence.evidence import previous
+from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, write_compiled
 from testops_evidence.evidence.matrix import (
     HOSTED_JOB_LIMIT_MINUTES,
     LANES,
@@ -105,18 +106,24 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.runtime.log(f"selection: {len(data):,} bytes, sha256 {digest}")
 
     baseline_target = path.parent / str(baseline["receipt-file"]) if baseline_bytes is not None and baseline else None
-    for target in (path, catalog_target, baseline_target):
+    # The document parsed from a YAML contract, bound by the selection's contract-compiled-sha256: later
+    # phases build the contract from it instead of parsing the YAML again (evidence/compiled.py).
+    compiled = compiled_bytes(contract)
+    compiled_target = compiled_path(path) if compiled is not None else None
+    for target in (path, compiled_target, catalog_target, baseline_target):
         # write_once refuses an existing file anyway; checking both first means a second select never
         # leaves a new selection behind without its catalog copy and receipt.
         if target is not None and os.path.lexists(target):
             raise Refusal("io.exists", f"{target} already exists; select writes its files once", field="path",
                           expected="no existing file", actual=str(target))
     write_selection(path, data)
+    if compiled_target is not None and compiled is not None:
+        write_compiled(compiled_target, compiled)
     if catalog_target is not None and catalog_bytes is not None:
         catalog_filter.write_filtered_catalog(catalog_target, catalog_bytes)
     if baseline_target is not None and baseline_bytes is not None:
         write_once(baseline_target, baseline_bytes, mode=0o644)
-    hand_over([p for p in (path, catalog_target, baseline_target) if p is not None], ctx.env)
+    hand_over([p for p in (path, compiled_target, catalog_target, baseline_target) if p is not None], ctx.env)
     receipt = _receipt(contract, backend, outcome, path, digest, plan, catalog_target, catalog_bytes)
     ctx.state.write_receipt("select.json", receipt)
     headline = _headline(contract, outcome, plan)

@@ -28,6 +28,7 @@ from testops_evidence import summary, trust
 from testops_evidence.backends import PublishOptions, backend_class
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
 from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -85,7 +86,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.runtime.annotate("warning", f"no HTML report was built: {report.get('reason')}; "
                              f"{report.get('remedy')}", title="upload.report")
     return PhaseResult(headline=published.headline, outputs=_outputs(published.record),
-                       summary=_publication_table(published.record))
+                       summary=_publication_table(published.record, contract_row(ctx, ctx.contract())))
 
 
 # --- the files backend's report and its history -----------------------------------------------------------------
@@ -181,10 +182,12 @@ def _outputs(publication: dict[str, Any]) -> dict[str, Any]:
     return outputs
 
 
-def _publication_table(publication: dict[str, Any]) -> str:
+def _publication_table(publication: dict[str, Any], contract: summary.Markdown | None = None) -> str:
     rows: list[tuple[str, Any]] = [("backend", publication["backend"]),
                                    ("results", publication["uploaded-count"]),
                                    ("export receipt sha256", summary.code(publication["receipt-sha256"]))]
+    if contract is not None:
+        rows.append(("contract", contract))
     rows += backend_class(publication["backend"]).publication_rows(publication)
     counts = publication["counts"]
     rows.append(("statuses", ", ".join(f"{summary.status_icon(s)} {counts[s]} {s}"

@@ -21,6 +21,7 @@ from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.evidence import attestation, previous
+from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.evidence.usage import COST, show
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -59,6 +60,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 "case passed.")
     cost = receipt.cost_outputs()
     rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
+            ("contract", contract_row(ctx, ctx.contract())),
             ("attestation", summary.Markdown(f"{summary.code(statement_path)} (in-toto Statement v1, "
                                              f"{len(statement['subject'])} subjects)")),
             ("cost", show(COST, receipt.cost())),

@@ -1,0 +1,458 @@
+"""The compiled contract (evidence/compiled.py): a YAML contract is parsed once per campaign, by select.
+
+Later phases build the contract from the compiled form select wrote beside the selection only when every
+digest binds it; each attack below leaves the phase exactly as it is without the compiled form (same exit
+code, outputs, refusal and files), and never ``internal.error``. Real files, real phases, no mocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evidence_support import EXAMPLE_CONTRACT, actions_env, cell, make_selection, uuid_factory, write_cells
+from helpers import FakeClock, PhaseRun, run_mode
+from testops_evidence.contract import load_contract
+from testops_evidence.evidence.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
+from testops_evidence.safeio import canonical_json, sha256_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+ENTRYPOINT = REPO / "entrypoint.py"
+
+# A local campaign on the files backend: every phase runs outside Actions, no network. Paths are relative
+# so that two campaign directories produce the same bytes.
+OPTIONS = {"contract": "contract.yml", "backend": "files", "local": "true", "selection-path": "selection.json",
+           "state-dir": "state", "report": "never"}
+COMPILED = "selection-contract.json"
+
+
+def phase(mode: str, directory: Path, monkeypatch: pytest.MonkeyPatch, **options: str) -> PhaseRun:
+    """Run ``mode`` in-process in ``directory`` with a fixed clock and fixed UUIDs."""
+    monkeypatch.chdir(directory)
+    clock = FakeClock()
+    return run_mode(mode, directory, {**OPTIONS, **options}, {"GITHUB_WORKSPACE": str(directory)}, actions=False,
+                    clock=clock.time, monotonic=clock.monotonic, sleep=clock.sleep, new_uuid=uuid_factory())
+
+
+def selected(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A YAML contract (the example: its checks are not in alphabetical order) and select's selection."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
+    run = phase("select", directory, monkeypatch)
+    assert run.exit_code == 0, run.summary
+    return run.outputs["selection-sha256"]
+
+
+def with_cells(directory: Path, digest: str) -> None:
+    """A cell for every case the workers measure: the first fails two of its checks (their order shows in
+    the results and in the reason), the others pass."""
+    contract = load_contract(directory / "contract.yml")
+    sha = json.loads((directory / "selection.json").read_bytes())["context"]["head-sha"]
+    first = contract.cases[0]
+    write_cells(directory / "cells", [cell(contract, c.key, sha=sha, disposition="failed" if c is first else "passed",
+                                           failed=list(c.checks)[1:] if c is first else ())
+                                      for c in contract.cases if not c.remote], digest)
+
+
+def publish(directory: Path, digest: str, monkeypatch: pytest.MonkeyPatch) -> list[PhaseRun]:
+    """export, upload and verify, each with the digests that travel as job outputs."""
+    exported = phase("export", directory, monkeypatch, **{"selection-sha256": digest, "cell-results": "cells",
+                                                          "results-dir": "allure-results"})
+    runs = [exported]
+    if exported.exit_code in (0, 1):
+        travelled = {"selection-sha256": digest, "receipt-sha256": exported.outputs["receipt-sha256"],
+                     "results-dir": "allure-results"}
+        runs += [phase("upload", directory, monkeypatch, **travelled), phase("verify", directory, monkeypatch,
+                                                                             **travelled)]
+    return runs
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file a campaign left (the run-* output dirs of the test harness aside), by relative path, with
+    the campaign's directory (which upload records in its publication) named alike."""
+    return {str(p.relative_to(directory)): p.read_bytes().replace(str(directory).encode(), b"<campaign>")
+            for p in sorted(directory.rglob("*"))
+            if p.is_file() and not p.relative_to(directory).parts[0].startswith("run-")}
+
+
+def same_but_contract_row(runs: list[PhaseRun], others: list[PhaseRun]) -> None:
+    """The two campaigns' phases gave the same exit codes, outputs and refusals, and left the same files (the
+    campaign directory named alike); their step summaries differ at most in the row that says how the
+    contract was obtained, and the first has the compiled form select wrote (or what an attack made of it)."""
+    assert [r.exit_code for r in runs] == [r.exit_code for r in others]
+    assert [seen(r, r.outputs) for r in runs] == [seen(r, r.outputs) for r in others]
+    assert [seen(r, r.failure()) for r in runs] == [seen(r, r.failure()) for r in others]
+    left, right = (files(Path(r[0].env["GITHUB_WORKSPACE"])) for r in (runs, others))
+    left.pop(COMPILED, None)
+    left.pop("elsewhere.json", None)  # where the symlink attack moved it
+    assert sorted(left) == sorted(right)
+    for name in [n for n in left if n.startswith("state/summaries/")]:  # the step summaries (outside Actions)
+        left[name], right[name] = (drop_contract_row(left[name].decode()).encode(),
+                                   drop_contract_row(right[name].decode()).encode())
+    assert left == right  # results, receipts, publication, attestation, failure.json: byte for byte
+
+
+def contract_rows(directory: Path) -> list[str]:
+    """The contract row of each phase's step summary."""
+    return [line for mode in ("export", "upload", "verify") if (directory / f"state/summaries/{mode}.md").exists()
+            for line in (directory / f"state/summaries/{mode}.md").read_text().splitlines()
+            if line.startswith("| contract |")]
+
+
+def seen(run: PhaseRun, value: Any) -> str:
+    return json.dumps(value, sort_keys=True).replace(run.env["GITHUB_WORKSPACE"], "<campaign>")
+
+
+def drop_contract_row(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("| contract |"))
+
+
+def campaigns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
+    """Two copies of one selected campaign: ``compiled`` keeps the compiled form, ``parsed`` has none."""
+    compiled, parsed = tmp_path / "compiled", tmp_path / "parsed"
+    digest = selected(compiled, monkeypatch)
+    with_cells(compiled, digest)
+    shutil.copytree(compiled, parsed, symlinks=True)
+    (parsed / COMPILED).unlink()
+    return compiled, parsed, digest
+
+
+# --- select writes it ------------------------------------------------------------------------------------
+
+
+def test_select_writes_the_compiled_form_once_beside_the_selection(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = selected(tmp_path, monkeypatch)
+    data = (tmp_path / COMPILED).read_bytes()
+    selection = json.loads((tmp_path / "selection.json").read_bytes())
+    assert sha256_bytes((tmp_path / "selection.json").read_bytes()) == digest
+    contract = load_contract(tmp_path / "contract.yml")
+    # Bound by the selection, and the very document select parsed, in the file's key order.
+    assert selection["contract-compiled-sha256"] == sha256_bytes(data)
+    assert sha256_bytes(canonical_json(json.loads(data))) == selection["contract-sha256"] == contract.digest
+    assert list(json.loads(data)["cases"][0]["checks"]) == list(contract.cases[0].checks)
+    assert list(contract.cases[0].checks) != sorted(contract.cases[0].checks)  # so the order is really kept
+    assert stat.S_IMODE(os.stat(tmp_path / COMPILED).st_mode) == 0o600
+    assert compiled_path(tmp_path / "selection.json") == tmp_path / COMPILED
+
+    # A second select refuses before writing anything: the files stay those of the first.
+    (tmp_path / "selection.json").rename(tmp_path / "first-selection.json")
+    again = phase("select", tmp_path, monkeypatch)
+    assert again.exit_code != 0
+    assert again.failure()["code"] == "io.exists"
+    assert COMPILED in again.failure()["message"]
+    assert not (tmp_path / "selection.json").exists()
+    assert (tmp_path / COMPILED).read_bytes() == data
+
+
+def test_a_json_contract_has_no_compiled_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its reader is CPython's C scanner: parsing it again costs little, and a compiled form would add nothing.
+    (tmp_path / "contract.json").write_text(json.dumps(load_contract(EXAMPLE_CONTRACT).document))
+    run = phase("select", tmp_path, monkeypatch, contract="contract.json")
+    assert run.exit_code == 0, run.summary
+    assert not (tmp_path / COMPILED).exists()
+    assert "contract-compiled-sha256" not in json.loads((tmp_path / "selection.json").read_bytes())
+
+
+# --- later phases use it, with the same results ---------------------------------------------------------
+
+
+def test_export_upload_verify_give_the_same_bytes_from_the_compiled_form(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    runs = publish(compiled, digest, monkeypatch)
+    others = publish(parsed, digest, monkeypatch)
+    assert [r.exit_code for r in runs] == [1, 0, 1]  # a case failed
+    same_but_contract_row(runs, others)
+    for run, other in zip(runs, others, strict=True):
+        assert "contract: compiled by select" in run.log
+        assert "compiled form not used: " in other.log
+    assert contract_rows(compiled) == ["| contract | compiled by select, bound by digest |"] * 3
+    assert contract_rows(parsed) == ["| contract | parsed from `contract.yml` |"] * 3
+
+
+def test_verify_selection_checks_every_row_against_the_compiled_form(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside Actions the digest gate steps aside and the full verification compares every row with the
+    # contract: the compiled one, with the same verdict and summary as the parsed one.
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    runs = [phase("verify-selection", d, monkeypatch, **{"selection-sha256": digest}) for d in (compiled, parsed)]
+    assert [r.exit_code for r in runs] == [0, 0]
+    assert "contract: compiled by select" in runs[0].log and "compiled form not used" in runs[1].log
+    same_but_contract_row(runs[:1], runs[1:])
+
+
+# Runs a script as `python -I script args...` would, then writes the names in sys.modules to a file
+# (as tests/test_startup_imports.py does).
+DRIVER = """
+import sys
+out, path = sys.argv[1], sys.argv[2]
+sys.argv = [path, *sys.argv[3:]]
+status = 0
+try:
+    exec(compile(open(path, "rb").read(), path, "exec"), {"__name__": "__main__", "__file__": path})
+except SystemExit as stop:
+    status = stop.code
+with open(out, "w") as handle:
+    handle.write(str(status) + "\\n" + "\\n".join(sorted(sys.modules)))
+"""
+
+
+def started(directory: Path, mode: str, **inputs: str) -> tuple[int, set[str]]:
+    out = directory / "modules.txt"
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")}
+    env.update({"GITHUB_OUTPUT": str(directory / "output"), "GITHUB_STEP_SUMMARY": str(directory / "summary.md"),
+                "GITHUB_WORKSPACE": str(directory), "INPUT_MODE": mode})
+    env.update({f"INPUT_{k.upper()}": v for k, v in {**OPTIONS, **inputs}.items()})
+    subprocess.run([sys.executable, "-I", "-c", DRIVER, str(out), str(ENTRYPOINT)], env=env, cwd=directory,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    status, *modules = out.read_text().splitlines()
+    return int(status or 0), set(modules)
+
+
+def published_modules(directory: Path, digest: str) -> list[tuple[int, set[str]]]:
+    exported = started(directory, "export", **{"selection-sha256": digest, "cell-results": "cells",
+                                               "results-dir": "allure-results"})
+    outputs = dict(line.split("=", 1) for line in (directory / "output").read_text().splitlines() if "=" in line)
+    travelled = {"selection-sha256": digest, "receipt-sha256": outputs["receipt-sha256"],
+                 "results-dir": "allure-results"}
+    return [exported, started(directory, "upload", **travelled), started(directory, "verify", **travelled)]
+
+
+def test_later_phases_never_load_the_yaml_reader_when_the_compiled_form_binds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    fast = published_modules(compiled, digest)
+    # Without it, the same phases parse the YAML (so the check below can fail).
+    slow = published_modules(parsed, digest)
+    assert [status for status, _ in fast] == [status for status, _ in slow] == [1, 0, 1]  # a case failed
+    assert [m for _, modules in fast for m in modules if m == "testops_evidence.yamlread"] == []
+    assert all("testops_evidence.yamlread" in modules for _, modules in slow)
+    assert contract_rows(compiled) == ["| contract | compiled by select, bound by digest |"] * 3
+
+
+# --- attacks: each leaves the phases exactly as they are without the compiled form ------------------------
+
+
+def _edit_checks(path: Path) -> None:
+    document = json.loads(path.read_bytes())
+    document["cases"][0]["checks"] = {"anything": "infrastructure"}
+    path.write_text(json.dumps(document, separators=(",", ":")) + "\n")
+
+
+def _other_contract(path: Path) -> None:
+    document = json.loads(path.read_bytes())
+    document["cases"] = document["cases"][:1]
+    path.write_text(json.dumps(document, separators=(",", ":")) + "\n")
+
+
+def _symlink(path: Path) -> None:
+    target = path.with_name("elsewhere.json")
+    path.rename(target)
+    path.symlink_to(target.name)
+
+
+def _directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _oversized(path: Path) -> None:
+    with path.open("ab") as handle:
+        handle.truncate(COMPILED_LIMIT + 1)
+
+
+def _not_utf8(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b'"', b'"\xff', 1))
+
+
+def _duplicate_key(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:1] + data[1:].replace(b'"campaign":', b'"campaign":"x","campaign":', 1))
+
+
+ATTACKS = {"checks edited": _edit_checks, "another contract's": _other_contract, "a symlink": _symlink,
+           "a directory": _directory, "oversized": _oversized, "not UTF-8": _not_utf8,
+           "a duplicate key": _duplicate_key, "removed": Path.unlink}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_tampered_compiled_form_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attack: str) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    ATTACKS[attack](compiled / COMPILED)
+    runs = publish(compiled, digest, monkeypatch)
+    assert [r.exit_code for r in runs] == [1, 0, 1]  # a case failed
+    same_but_contract_row(runs, publish(parsed, digest, monkeypatch))
+    # Refused by the safe read (a link, not a regular file, over the cap, missing), else by the digest.
+    why = ("unusable (Refusal)" if attack in ("a symlink", "a directory", "oversized", "removed")
+           else f"{COMPILED} is not the compiled form select wrote")
+    assert all(f"compiled form not used: {why})" in run.log for run in runs), runs[0].log
+    assert contract_rows(compiled) == ["| contract | parsed from `contract.yml` |"] * 3
+
+
+def test_a_contract_edited_after_select_is_refused_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    for directory in (compiled, parsed):
+        path = directory / "contract.yml"
+        path.write_text(path.read_text().replace("cleanup: infrastructure", "cleaned-up: infrastructure", 1))
+    runs, others = publish(compiled, digest, monkeypatch), publish(parsed, digest, monkeypatch)
+    assert runs[0].failure()["code"] == "selection.context", runs[0].summary
+    same_but_contract_row(runs, others)
+    assert "the contract file is not the one select read" in runs[0].log
+
+
+def test_an_invalid_contract_edited_after_select_keeps_its_line_and_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    for directory in (compiled, parsed):
+        path = directory / "contract.yml"
+        path.write_text(path.read_text().replace("cleanup: infrastructure", "cleanup: [infrastructure", 1))
+    runs, others = publish(compiled, digest, monkeypatch), publish(parsed, digest, monkeypatch)
+    failure = runs[0].failure()
+    assert failure["code"] == "contract.invalid" and "line " in failure["message"], failure
+    same_but_contract_row(runs, others)
+
+
+def test_a_tampered_selection_is_refused_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, parsed, digest = campaigns(tmp_path, monkeypatch)
+    for directory in (compiled, parsed):
+        path = directory / "selection.json"
+        path.write_bytes(path.read_bytes().replace(b'"full-plan":true', b'"full-plan":false'))
+    runs, others = publish(compiled, digest, monkeypatch), publish(parsed, digest, monkeypatch)
+    assert runs[0].failure()["code"] == "selection.digest", runs[0].summary
+    same_but_contract_row(runs, others)
+    assert "the selection does not hash to selection-sha256" in runs[0].log
+
+
+def test_no_travelled_digest_means_the_yaml_is_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside Actions a phase may run without selection-sha256; nothing then binds the selection to select's
+    # output, so nothing binds the compiled form either.
+    compiled, _parsed, _digest = campaigns(tmp_path, monkeypatch)
+    run = phase("export", compiled, monkeypatch, **{"cell-results": "cells", "results-dir": "allure-results"})
+    assert run.exit_code == 1 and run.failure() is None  # a case failed
+    assert "compiled form not used: no selection-sha256 travelled" in run.log
+
+
+# --- the checks of the compiled form itself, for a selection that records one select did not write ------
+
+
+@pytest.fixture
+def bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Any]]:
+    """A campaign, and a function that makes its selection record the compiled form given (as a select of
+    another version might), returning the new travelled digest."""
+    digest = selected(tmp_path, monkeypatch)
+    assert digest
+
+    def record(data: bytes) -> str:
+        (tmp_path / COMPILED).write_bytes(data)
+        selection = json.loads((tmp_path / "selection.json").read_bytes())
+        selection["contract-compiled-sha256"] = sha256_bytes(data)
+        raw = canonical_json(selection)
+        (tmp_path / "selection.json").write_bytes(raw)
+        return sha256_bytes(raw)
+
+    yield tmp_path, record
+
+
+def _compiled_document(directory: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((directory / COMPILED).read_bytes())
+    return document
+
+
+@pytest.mark.parametrize("variant", ["duplicate key", "not UTF-8", "schema-invalid", "another document",
+                                     "NaN", "huge integer", "not JSON", "empty"])
+def test_a_bound_but_unusable_compiled_form_falls_back(bound: tuple[Path, Any], variant: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    directory, record = bound
+    document = _compiled_document(directory)
+    text = json.dumps(document, separators=(",", ":"))
+    data = {
+        "duplicate key": ('{"campaign":"x",' + text[1:]).encode(),
+        "not UTF-8": text.encode().replace(b'"', b'"\xff', 1),
+        "schema-invalid": json.dumps({**document, "lanes": 12}).encode(),
+        "another document": json.dumps({**document, "cases": document["cases"][:1]}).encode(),
+        "NaN": json.dumps({**document, "profile": {**document["profile"], "t": float("nan")}}).encode(),
+        "huge integer": json.dumps({**document, "cases": [{**document["cases"][0], "testops-id": 2**70},
+                                                          *document["cases"][1:]]}).encode(),
+        "not JSON": b"campaign: x\n",
+        "empty": b"",
+    }[variant]
+    digest = record(data)
+    contract, why = load_compiled(directory / "contract.yml", directory / "selection.json", digest)
+    assert contract is None
+    assert why == {"another document": "the compiled form does not hash to contract-sha256",
+                   "not UTF-8": "unusable (UnicodeDecodeError)",
+                   "schema-invalid": "unusable (Refusal)"}.get(variant, "unusable (JSONProblem)")
+    # The phase itself parses the YAML and goes on exactly as before.
+    with_cells(directory, digest)
+    run = phase("export", directory, monkeypatch, **{"selection-sha256": digest, "cell-results": "cells",
+                                                     "results-dir": "allure-results"})
+    assert run.exit_code == 1 and run.failure() is None  # a case failed
+    assert "compiled form not used" in run.log
+
+
+def test_the_compiled_form_is_used_when_bound(bound: tuple[Path, Any]) -> None:
+    # The control of the test above: the same recording with the bytes select wrote is accepted.
+    directory, record = bound
+    digest = record((directory / COMPILED).read_bytes())
+    contract, why = load_compiled(directory / "contract.yml", directory / "selection.json", digest)
+    assert contract is not None, why
+    expected = load_contract(directory / "contract.yml")
+    assert contract == expected
+    assert json.dumps(contract.document) == json.dumps(expected.document)  # every key in the file's order
+
+
+# The example with what it lacks: trials (default and per case, flow style) and a budget, at the end.
+TRIALS_AND_BUDGET = """
+trials: {count: 5, verdict: {at-least: 4}}
+budget:
+  campaign: {cost-nanodollars: 50000000000, agent-turns: 900}
+  trial: {cost-nanodollars: 500000000}
+"""
+
+
+@pytest.mark.parametrize("source", ["examples/contract.yml", "tests/data/contract-example.yml", "with trials"])
+def test_the_compiled_form_is_the_contract_a_parse_gives(tmp_path: Path, source: str) -> None:
+    # Hand-written contracts (comments, TestOps and remote sections, checks in no particular order, trials,
+    # a budget): the contract built from select's compiled form equals the parsed one, field for field and
+    # key order for key order.
+    path = tmp_path / "contract.yml"
+    if source == "with trials":
+        text = EXAMPLE_CONTRACT.read_text()
+        path.write_text(text.replace("    checks:\n      tool-called: behavior\n",
+                                     "    trials: {count: 3, verdict: any, jobs: per-case}\n    checks:\n"
+                                     "      tool-called: behavior\n", 1) + TRIALS_AND_BUDGET)
+        assert "jobs: per-case" in path.read_text()
+    else:
+        shutil.copyfile(REPO / source, path)
+    parsed = load_contract(path)
+    selection, digest = make_selection(tmp_path, parsed, actions_env())
+    compiled = compiled_bytes(parsed)
+    assert compiled is not None
+    compiled_path(selection).write_bytes(compiled)
+    contract, why = load_compiled(path, selection, digest)
+    assert contract is not None, why
+    assert contract == parsed
+    assert json.dumps(contract.document) == json.dumps(parsed.document)
+    assert [list(c.checks) for c in contract.cases] == [list(c.checks) for c in parsed.cases]
+    if source == "with trials":
+        assert parsed.budget is not None and parsed.cases[0].trials.count == 3
+
+
+def test_a_json_named_contract_is_parsed_as_json(bound: tuple[Path, Any]) -> None:
+    # The same bytes under a *.json name are read by the JSON parser (YAML text is refused there): the compiled
+    # form of select's YAML parse must not decide for it.
+    directory, record = bound
+    digest = record((directory / COMPILED).read_bytes())
+    shutil.copyfile(directory / "contract.yml", directory / "contract.json")
+    contract, why = load_compiled(directory / "contract.json", directory / "selection.json", digest)
+    assert contract is None and why == "a JSON contract"
