@@ -1,4 +1,4 @@
-"""The compiled contract: a YAML contract is parsed once per campaign, by ``select``.
+"""The compiled contract: a YAML contract is parsed by ``select``, never again by a phase that reads its selection.
 
 ``select`` writes the document it parsed from a YAML contract beside the selection, as compact JSON that
 keeps the file's key order (``X.json`` → ``X-contract.json``, written once, 0600), and records the SHA-256
@@ -104,7 +104,7 @@ def load_compiled(contract_path: str | os.PathLike[str], selection_path: str | o
 
 def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | None) -> tuple[Contract | None, str]:
     from testops_evidence.contract import CONTRACT_LIMIT
-    from testops_evidence.evidence.gate import SELECTION_LIMIT, loads_canonical, read_document_bytes
+    from testops_evidence.evidence.gate import SELECTION_LIMIT, read_document_bytes, selection_head
     from testops_evidence.safeio import read_safe_path
 
     if travelled is None:
@@ -115,7 +115,7 @@ def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | N
     selection = read_document_bytes(selection_path, SELECTION_LIMIT)
     if sha256_bytes(selection) != travelled:
         return None, "the selection does not hash to selection-sha256"
-    document = loads_canonical(selection.decode("utf-8"))
+    document = selection_head(selection.decode("utf-8"))  # the rows are not needed here: stepped over
     recorded = {name: document.get(f"contract-{name}-sha256") for name in ("file", "compiled")}
     contract_sha256 = document.get("contract-sha256")
     if not all(isinstance(v, str) for v in (*recorded.values(), contract_sha256)):
