@@ -193,18 +193,7 @@ def test_verify_selection_checks_every_row_against_the_compiled_form(tmp_path: P
 
 # Runs a script as `python -I script args...` would, then writes the names in sys.modules to a file
 # (as tests/test_startup_imports.py does).
-DRIVER = """
-import sys
-out, path = sys.argv[1], sys.argv[2]
-sys.argv = [path, *sys.argv[3:]]
-status = 0
-try:
-    exec(compile(open(path, "rb").read(), path, "exec"), {"__name__": "__main__", "__file__": path})
-except SystemExit as stop:
-    status = stop.code
-with open(out, "w") as handle:
-    handle.write(str(status) + "\\n" + "\\n".join(sorted(sys.modules)))
-"""
+from test_startup_imports import DRIVER  # noqa: E402 - the same driver: it lists a real start's modules
 
 
 def started(directory: Path, mode: str, **inputs: str) -> tuple[int, set[str]]:

@@ -39,6 +39,14 @@ def make_campaign(tmp: Path, contract_text: bytes | None = None) -> tuple[Path, 
     return contract_path, path, sha256_bytes(data)
 
 
+def variant(tmp: Path, name: str, edit: Any) -> tuple[Path, str]:
+    """The selection select wrote in ``tmp``, its document changed by ``edit``, written canonically as ``name``."""
+    document = json.loads((tmp / "selection.json").read_bytes())
+    edit(document)
+    data = selection_bytes(document)
+    return write_selection(tmp / name, data), sha256_bytes(data)
+
+
 def worker(tmp: Path, contract: Path, selection: Path, digest: str, **env: str) -> PhaseRun:
     options = {"contract": str(contract), "selection-path": str(selection), "selection-sha256": digest,
                "state-dir": str(tmp / f"state-{len(list(tmp.glob('state-*')))}")}
@@ -106,12 +114,9 @@ def test_whatever_the_gate_cannot_accept_is_refused_as_before(tmp_path: Path, ch
 
 def test_a_selection_without_the_contract_file_digest_goes_the_full_way(tmp_path: Path) -> None:
     contract, _, _ = make_campaign(tmp_path)
-    document = json.loads((tmp_path / "selection.json").read_bytes())
-    del document["contract-file-sha256"]
-    data = selection_bytes(document)
-    older = write_selection(tmp_path / "older.json", data)
-    assert gate_facts(contract, older, sha256_bytes(data)) is None
-    assert worker(tmp_path, contract, older, sha256_bytes(data)).exit_code == 0
+    older, digest = variant(tmp_path, "older.json", lambda document: document.pop("contract-file-sha256"))
+    assert gate_facts(contract, older, digest) is None
+    assert worker(tmp_path, contract, older, digest).exit_code == 0
 
 
 def test_outside_actions_the_gate_steps_aside(tmp_path: Path) -> None:
@@ -235,14 +240,11 @@ def test_the_index_steps_over_rows_in_any_script(tmp_path: Path) -> None:
 
 def test_a_selection_without_a_case_index_is_still_gated_by_reading_its_rows(tmp_path: Path) -> None:
     contract, _, _ = make_campaign(tmp_path)
-    document = json.loads((tmp_path / "selection.json").read_bytes())
-    del document["case-index"]
-    data = selection_bytes(document)
-    older = write_selection(tmp_path / "older.json", data)
-    facts = gate_facts(contract, older, sha256_bytes(data))
+    older, digest = variant(tmp_path, "older.json", lambda document: document.pop("case-index"))
+    facts = gate_facts(contract, older, digest)
     assert facts is not None and (facts.count, facts.lanes) == (12, {"native": 9, "external": 3})
     assert len(facts.document["cases"]) == 12
-    fast = worker(tmp_path, contract, older, sha256_bytes(data))
+    fast = worker(tmp_path, contract, older, digest)
     assert fast.exit_code == 0 and fast.outputs == {"selected-count": "12"}
 
 
@@ -253,19 +255,19 @@ def test_an_index_that_does_not_describe_the_rows_is_refused_by_the_full_verific
     was not written by select. The full verification (outside Actions, or whenever the gate steps aside) refuses
     it, and a length that does not frame the rows is not accepted by the gate either."""
     contract, _, _ = make_campaign(tmp_path)
-    document = json.loads((tmp_path / "selection.json").read_bytes())
-    index = document["case-index"]
-    if lie == "count":
-        index["count"] = 11
-    elif lie == "lanes":
-        index["lanes"] = {"native": 12}
-    else:
-        index["length"] += -1 if lie == "length-short" else 1
-    data = selection_bytes(document)
-    forged = write_selection(tmp_path / "forged.json", data)
+
+    def lying(document: dict[str, Any]) -> None:
+        index = document["case-index"]
+        if lie == "count":
+            index["count"] = 11
+        elif lie == "lanes":
+            index["lanes"] = {"native": 12}
+        else:
+            index["length"] += -1 if lie == "length-short" else 1
+    forged, digest = variant(tmp_path, "forged.json", lying)
     if lie.startswith("length"):
-        assert gate_facts(contract, forged, sha256_bytes(data)) is None
-    run = worker(tmp_path, contract, forged, sha256_bytes(data), GITHUB_ACTIONS="")
+        assert gate_facts(contract, forged, digest) is None
+    run = worker(tmp_path, contract, forged, digest, GITHUB_ACTIONS="")
     assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.invalid")
     failure = run.failure()
     assert failure is not None and "case index" in json.dumps(failure)
