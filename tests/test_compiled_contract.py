@@ -21,6 +21,7 @@ import pytest
 
 from evidence_support import EXAMPLE_CONTRACT, actions_env, cell, make_selection, uuid_factory, write_cells
 from helpers import FakeClock, PhaseRun, run_mode
+from test_startup_imports import DRIVER  # runs a script as `python -I` would and lists the modules it loaded
 from testops_evidence.contract import load_contract
 from testops_evidence.evidence.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
 from testops_evidence.safeio import canonical_json, sha256_bytes
@@ -189,11 +190,6 @@ def test_verify_selection_checks_every_row_against_the_compiled_form(tmp_path: P
     assert [r.exit_code for r in runs] == [0, 0]
     assert "contract: compiled by select" in runs[0].log and "compiled form not used" in runs[1].log
     same_but_contract_row(runs[:1], runs[1:])
-
-
-# Runs a script as `python -I script args...` would, then writes the names in sys.modules to a file
-# (as tests/test_startup_imports.py does).
-from test_startup_imports import DRIVER  # noqa: E402 - the same driver: it lists a real start's modules
 
 
 def started(directory: Path, mode: str, **inputs: str) -> tuple[int, set[str]]:
