@@ -276,16 +276,8 @@ def result_document(
     superseded = len(bound.superseded) if bound is not None else 0
     start, stop = result_times(bound, now_ms)
     result: dict[str, Any] = {
-        "uuid": uuid,
-        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
-        "testCaseId": derive_test_case_id(binding.campaign, case.key),
-        "name": case.title,
-        "fullName": case.full_name,
-        "status": verdict.status,
-        "stage": "finished",
-        "description": _description(binding, case, cell, superseded, trial),
-        "start": start,
-        "stop": stop,
+        **_result_head(uuid, binding, case, verdict.status, _description(binding, case, cell, superseded, trial),
+                    start, stop),
         "labels": _labels(binding, case, cell, usage),
         "parameters": _parameters(binding, cell, evidence_sha256,
                                   None if trial is None else f"{trial} of {case.trials.count}"),
@@ -302,6 +294,24 @@ def result_document(
     if verdict.message is not None:
         result["statusDetails"] = {"message": verdict.message}
     return result
+
+
+def _result_head(uuid: str, binding: Binding, case: Case, status: str, description: str, start: int,
+                 stop: int) -> dict[str, Any]:
+    """What makes a result one of its case's: the ids Allure and TestOps group results by (a trial and its
+    case's verdict share them), the case's names, the status and the times."""
+    return {
+        "uuid": uuid,
+        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
+        "testCaseId": derive_test_case_id(binding.campaign, case.key),
+        "name": case.title,
+        "fullName": case.full_name,
+        "status": status,
+        "stage": "finished",
+        "description": description,
+        "start": start,
+        "stop": stop,
+    }
 
 
 def result_times(bound: BoundCell | None, now_ms: int) -> tuple[int, int]:
@@ -368,16 +378,7 @@ def verdict_result_document(
         "result, with its own evidence.",
     ])
     result: dict[str, Any] = {
-        "uuid": uuid,
-        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
-        "testCaseId": derive_test_case_id(binding.campaign, case.key),
-        "name": case.title,
-        "fullName": case.full_name,
-        "status": verdict.status,
-        "stage": "finished",
-        "description": description,
-        "start": start,
-        "stop": stop,
+        **_result_head(uuid, binding, case, verdict.status, description, start, stop),
         "labels": _labels(binding, case, None, usage),
         "parameters": params,
         "links": [
