@@ -180,24 +180,6 @@ def worker_token_variables(env: Mapping[str, str]) -> list[str]:
     return present
 
 
-def _run_collector_paused(module: Any, ctx: PhaseContext) -> PhaseResult:
-    """Run the phase with CPython's cycle collector paused. A phase is one pass that keeps most of what it reads
-    until it ends (10,000 cells, their documents and rows): every full collection walked all of it again, for
-    about a tenth of a 10,000-cell export's CPU time, and found nearly nothing, since documents hold no cycles.
-    Reference counting still frees everything else at once; peak memory did not change (BENCHMARKS.md). The
-    collector's state is restored afterwards (tests run many phases in one process)."""
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        result: PhaseResult = module.run(ctx)
-    finally:
-        if enabled:
-            gc.enable()
-    return result
-
-
 def run_phase(
     mode: str,
     cli_values: Mapping[str, Any],
@@ -250,7 +232,7 @@ def run_phase(
             if exc.name != module_name:
                 raise
             raise Refusal("mode.not_built", f"mode {mode} is not available in this version") from None
-        result: PhaseResult = _run_collector_paused(module, ctx)
+        result: PhaseResult = module.run(ctx)
     except Refusal as refusal:
         return report_refusal(mode, refusal, runtime, state)
     except Exception as exc:  # the last line of defence: still a coded, summarised failure

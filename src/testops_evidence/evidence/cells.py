@@ -30,6 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from testops_evidence import collector
 from testops_evidence.contract import Case, validate_document
 from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
 from testops_evidence.evidence.usage import Figure, cell_figures
@@ -422,6 +423,10 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise
+            collector.resume()
+            # Kept as evidence: the refusal alone, not the frames it was raised in (they hold the cell's parsed
+            # document) nor the errors it was raised from.
+            refusal.__traceback__ = refusal.__context__ = refusal.__cause__ = None
             digest = sha256_bytes(item.data) if item.data is not None else None
             rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal, item.worker, digest, trial))
             continue

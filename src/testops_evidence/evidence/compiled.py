@@ -26,6 +26,12 @@ again on it, so acceptance is decided as before. A worker — the party under ev
 an artifact — cannot forge a compiled form: every one of its bytes is bound through K to a selection
 that must hash to the travelled digest, which it cannot change.
 
+In ``cell`` mode the digest comes from ``TESTOPS_EVIDENCE_SELECTION_SHA256``, a variable of the case command's
+own environment, so the argument above does not hold there — and need not: a cell is the worker's own output,
+which export checks again against a contract it builds by the argument above; the compiled form only saves
+the worker a parse. Nothing records which version of the action wrote the compiled form: the argument assumes
+the jobs of a campaign run one version (the templates pin it; a hand-written workflow should too).
+
 Every failure — no compiled file, no travelled digest, a mismatch, a link, a directory, an oversized or
 malformed file, a document the rules refuse — makes :func:`load_compiled` return ``None``, and the phase
 parses the YAML exactly as before, with the same refusals and the same line-and-column errors. The

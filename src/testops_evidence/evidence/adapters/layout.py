@@ -45,6 +45,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from testops_evidence import collector
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.adapters import Outcome, promptfoo
@@ -320,6 +321,8 @@ class _Reader:
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise  # an unsafe path or an oversized file is refused, never attributed
+            collector.resume()  # refused reports may leave reference cycles behind (collector.py)
+            refusal.__traceback__ = refusal.__context__ = refusal.__cause__ = None
             return [CellFile(relpath, case=key, worker=worker, failure=refusal)]
         return [CellFile(cell.source, case=key, worker=worker, adapted=cell) for cell in adapted]
 
