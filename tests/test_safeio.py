@@ -8,6 +8,7 @@ import stat
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -575,3 +576,24 @@ def test_a_read_only_state_dir_is_refused_before_the_phase_writes_anything() -> 
             done.stdout + done.stderr)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=20))
+def test_canonical_json_is_json_dumps(value: Any) -> None:
+    import json
+
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    assert canonical_json(value) == expected.encode("utf-8")
+
+
+def test_canonical_json_refuses_what_json_dumps_refuses() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        canonical_json({"a": object()})
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular reference"):
+        canonical_json(looped)

@@ -54,10 +54,25 @@ def __getattr__(name: str) -> Pattern[str]:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests)."""
-    import json
+    """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests).
 
-    return (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    Exactly ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` (a test holds them
+    equal), made by the C encoder ``json.dumps`` itself ends in, without building a ``JSONEncoder`` at each call:
+    an export encodes 20,000 small documents, and that set-up was a sixth of each."""
+    import json.encoder
+
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # the C accelerator (typeshed does not list it)
+    if make is None:  # another Python implementation
+        return (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    # The arguments JSONEncoder.iterencode passes for these options: a fresh dict for the circular-reference
+    # check, the default that refuses other types, the non-ASCII string encoder, no indent, sorted keys, no
+    # skipped keys, NaN and infinities allowed (as json.dumps allows them).
+    encode = make({}, _refuse_type, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    return ("".join(encode(value, 0)) + "\n").encode("utf-8")
+
+
+def _refuse_type(value: Any) -> Any:
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
 def pretty_json(value: Any) -> bytes:

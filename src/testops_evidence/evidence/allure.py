@@ -20,7 +20,7 @@ from typing import Any
 
 from testops_evidence import md
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict, epoch_ms
+from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict
 from testops_evidence.evidence.trials import CaseOutcome, percent
 from testops_evidence.evidence.usage import COST, Figure
 
@@ -319,7 +319,7 @@ def result_times(bound: BoundCell | None, now_ms: int) -> tuple[int, int]:
     cell = bound.cell if bound is not None else None
     if cell is None:
         return now_ms, now_ms
-    return epoch_ms(cell.document["started-at"]), epoch_ms(cell.document["finished-at"])
+    return int(cell.started.timestamp() * 1000), int(cell.finished.timestamp() * 1000)  # = epoch_ms of each
 
 
 def verdict_result_document(

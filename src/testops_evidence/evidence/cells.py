@@ -131,11 +131,11 @@ class CellResult:
     def disposition(self) -> str:
         return str(self.document["disposition"])
 
-    @property
+    @cached_property
     def started(self) -> datetime:
         return parse_time(self.document["started-at"], "started-at")
 
-    @property
+    @cached_property
     def finished(self) -> datetime:
         return parse_time(self.document["finished-at"], "finished-at")
 
@@ -177,12 +177,12 @@ def validate_cell(document: Any, source: str, *, sha256: str, origin: str = "cel
     """Schema and self-consistency checks that need no selection (``schema``: ``cell-result-v1`` for the
     cell inside a remote result)."""
     validate_document(schema, document, "export.cell_invalid", f"cell result {source}")
-    started = parse_time(document["started-at"], "started-at")
-    finished = parse_time(document["finished-at"], "finished-at")
-    if finished < started:
+    cell = CellResult(document, sha256, source, origin, tuple(inputs), worker)
+    started = cell.started  # parsed once (first, as before: its refusal comes first), kept for the result's times
+    if cell.finished < started:
         raise Refusal("export.cell_invalid", f"cell result {source} finished before it started",
                       field="finished-at", expected=f">= {document['started-at']}", actual=document["finished-at"])
-    return CellResult(document, sha256, source, origin, tuple(inputs), worker)
+    return cell
 
 
 def check_version(document: Any, source: str) -> None:
