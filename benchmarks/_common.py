@@ -57,14 +57,7 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], repeat: int = 
     ``setup`` runs untimed before every call (e.g. remove the last output and ``os.sync()``, so that the
     disk's writeback of one side is not billed to the other).
     """
-    ta, tb = [], []
-    for _ in range(repeat):
-        for side, times in ((a, ta), (b, tb)):
-            if setup is not None:
-                setup()
-            start = time.perf_counter()
-            side()
-            times.append(time.perf_counter() - start)
+    ta, tb = interleaved_runs(a, b, repeat, setup)
     return min(ta), min(tb)
 
 

@@ -27,8 +27,9 @@ type_names = st.sampled_from(["string", "integer", "number", "boolean", "object"
 small_int = st.integers(0, 3)
 
 
-def keyword_schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
-    keywords: dict[str, st.SearchStrategy[Any]] = {
+def keyword_values(inner: st.SearchStrategy[Any]) -> dict[str, st.SearchStrategy[Any]]:
+    """A value of each keyword of the subset, its subschemas drawn from ``inner``."""
+    return {
         "type": st.one_of(type_names, st.lists(type_names, min_size=1, max_size=3, unique=True)),
         "enum": st.lists(scalars, min_size=1, max_size=4),
         "const": json_values,
@@ -49,6 +50,10 @@ def keyword_schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str
         "not": inner,
         "description": st.just("annotations never invalidate"),
     }
+
+
+def keyword_schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    keywords = keyword_values(inner)
     return st.lists(st.sampled_from(sorted(keywords)), min_size=1, max_size=4, unique=True).flatmap(
         lambda names: st.fixed_dictionaries({name: keywords[name] for name in names}))
 
@@ -66,17 +71,7 @@ def test_random_schemas_agree_with_jsonschema(schema: Any, instance: Any) -> Non
 
 
 def _family(kind: str, names: list[str], inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
-    values: dict[str, st.SearchStrategy[Any]] = {
-        "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^[a-z.]{1,3}$", "^$"]),
-        "minLength": small_int, "maxLength": small_int,
-        "minimum": st.sampled_from([0, 1, 1.5, -1]), "maximum": st.sampled_from([0, 1, 2.5]),
-        "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
-        "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
-        "additionalProperties": st.one_of(st.booleans(), inner),
-        "propertyNames": inner,
-        "minProperties": small_int, "maxProperties": small_int,
-        "items": inner, "minItems": small_int, "maxItems": small_int, "uniqueItems": st.booleans(),
-    }
+    values = keyword_values(inner)
     return st.lists(st.sampled_from(names), max_size=len(names), unique=True).flatmap(
         lambda chosen: st.fixed_dictionaries({"type": st.just(kind), **{name: values[name] for name in chosen}}))
 
