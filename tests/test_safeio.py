@@ -545,6 +545,7 @@ def test_a_state_dir_in_the_workspace_is_created_component_by_component(tmp_path
 _READ_ONLY_STATE = """
 import os, sys
 from testops_evidence.safeio import StateDir, Refusal
+import testops_evidence.codes  # a refusal reads the registry: load it while the checkout is still readable
 if os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # root ignores mode bits; the runner user does not
