@@ -439,12 +439,17 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
 
     # Each phase wrote its step summary; a worker's summary per matrix cell.
     summaries = result.summaries
-    assert set(summaries) >= {"guard-guard", "select-select", "native-verify-selection",
+    assert set(summaries) >= {"select-guard", "select-select", "native-verify-selection",
                               "external-verify-selection", "export-export", "publish-upload", "publish-verify"}
     assert len(summaries["native-verify-selection"]) == 3 and len(summaries["external-verify-selection"]) == 1
     select_summary = summaries["select-select"][0]
     for key in CASES:
         assert key in select_summary
+    # The YAML contract was parsed once, by guard: select built it from guard's compiled form (same job), and
+    # the phases after it from select's (the selection artifact).
+    assert "| contract | compiled by guard, bound by digest |" in select_summary
+    for job_mode in ("export-export", "publish-upload", "publish-verify"):
+        assert "| contract | compiled by select, bound by digest |" in summaries[job_mode][0], job_mode
     assert "budget-stop" in summaries["export-export"][0]
     every = "\n".join(text for texts in summaries.values() for text in texts)
     assert SENTINEL_TOKEN not in every
@@ -531,7 +536,7 @@ def test_campaign_runs_end_to_end_against_testops(act_binary: Path, tmp_path: Pa
         assert all(entry.status != 401 for entry in testops.requests())
 
         summaries = result.summaries
-        assert set(summaries) >= {"guard-guard", "select-select", "native-verify-selection",
+        assert set(summaries) >= {"select-guard", "select-select", "native-verify-selection",
                                   "external-verify-selection", "export-export", "publish-upload", "publish-verify"}
         assert f"/jobrun/{job_run_id}" in summaries["select-select"][0]
         every = "\n".join(text for texts in summaries.values() for text in texts)
@@ -652,11 +657,13 @@ def test_a_refused_guard_leaves_its_failure_artifact(act_binary: Path, tmp_path:
     contract = contract_text(1234567).replace(f"workflows: [{WORKFLOW}]", "workflows: [.github/workflows/other.yml]")
     result = run_act(act_binary, tmp_path, github, contract=contract)
     assert result.returncode != 0
-    failure, summaries = failure_artifact(result, "testops-evidence-failure-guard-1")
+    # guard is the first step of the select job: that job keeps the refusal, and select never ran.
+    failure, summaries = failure_artifact(result, "testops-evidence-failure-select-1")
     assert (failure["mode"], failure["code"], failure["exit-code"]) == ("guard", "guard.workflow", 3)
     assert "not admitted" in summaries["guard.md"] and "guard.workflow" in summaries["guard.md"]
     assert sorted(p.name for p in result.artifacts.iterdir() if not p.name.startswith(".")) == [
-        "testops-evidence-failure-guard-1"]
+        "testops-evidence-failure-select-1"]
+    assert "select.md" not in summaries
     for path in result.artifacts.rglob("*"):
         if path.is_file():
             assert SENTINEL_TOKEN not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -7,6 +7,7 @@ code, outputs, refusal and files), and never ``internal.error``. Real files, rea
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -441,3 +442,182 @@ def test_a_json_named_contract_is_parsed_as_json(bound: tuple[Path, Any]) -> Non
     shutil.copyfile(directory / "contract.yml", directory / "contract.json")
     contract, why = load_compiled(directory / "contract.json", directory / "selection.json", digest)
     assert contract is None and why == "a JSON contract"
+
+
+# --- guard compiles it for select in the same job -------------------------------------------------------
+# The campaign template runs guard and select as two steps of one job: guard writes the compiled form in the
+# state directory, records its digests in its receipt and gives the receipt's digest as its `guard-sha256`
+# output; select, given that output, builds the contract from it. A campaign then parses its YAML once.
+
+GUARD_COMPILED = "state/guard-contract.json"
+
+
+def guarded(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The example YAML contract in ``directory``, and guard (the local rehearsal) run on it: guard-sha256."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
+    run = phase("guard", directory, monkeypatch)
+    assert run.exit_code == 0, run.summary
+    return run.outputs["guard-sha256"]
+
+
+def guard_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
+    """Two copies of one guarded campaign: select runs with guard-sha256 in the first, without in the second."""
+    given, plain = tmp_path / "given", tmp_path / "plain"
+    digest = guarded(given, monkeypatch)
+    shutil.copytree(given, plain, symlinks=True)
+    return given, plain, digest
+
+
+def same_selection(run: PhaseRun, other: PhaseRun) -> None:
+    """Two selects gave the same exit code, outputs, refusal and files (the state directory, where guard's
+    files and the step summaries are, aside): the compiled form changed nothing they decided."""
+    assert run.exit_code == other.exit_code
+    assert seen(run, run.outputs) == seen(other, other.outputs)
+    assert seen(run, run.failure()) == seen(other, other.failure())
+    left, right = ({name: data for name, data in files(Path(r.env["GITHUB_WORKSPACE"])).items()
+                    if not name.startswith("state/")} for r in (run, other))
+    assert left == right
+
+
+def test_guard_writes_the_compiled_form_and_binds_it_in_its_receipt(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = guarded(tmp_path, monkeypatch)
+    receipt = (tmp_path / "state/guard.json").read_bytes()
+    assert sha256_bytes(receipt) == digest
+    recorded = json.loads(receipt)
+    contract = load_contract(tmp_path / "contract.yml")
+    data = (tmp_path / GUARD_COMPILED).read_bytes()
+    assert data == compiled_bytes(contract)
+    assert recorded["contract-file-sha256"] == sha256_bytes((tmp_path / "contract.yml").read_bytes())
+    assert recorded["contract-compiled-sha256"] == sha256_bytes(data)
+    assert recorded["contract-sha256"] == contract.digest
+    assert stat.S_IMODE(os.stat(tmp_path / GUARD_COMPILED).st_mode) == 0o600
+    # The same guard again (same run, same contract) finds its own files: not a conflict, the same digest.
+    again = phase("guard", tmp_path, monkeypatch)
+    assert again.exit_code == 0 and again.outputs["guard-sha256"] == digest
+
+
+def test_guard_refuses_a_state_dir_holding_another_contracts_compiled_form(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    guarded(tmp_path, monkeypatch)
+    (tmp_path / GUARD_COMPILED).write_bytes(b'{"campaign":"another"}\n')
+    again = phase("guard", tmp_path, monkeypatch)
+    assert again.exit_code != 0 and again.failure()["code"] == "io.exists"
+    assert "guard-contract.json" in again.failure()["message"]
+
+
+@pytest.mark.parametrize("receipt", [b"not json\n", b"\xff\xfe", b'{"schema":"another run"}\n'])
+def test_guard_refuses_another_receipt_and_writes_nothing_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    receipt: bytes) -> None:
+    (tmp_path / "state").mkdir(parents=True)
+    (tmp_path / "state/guard.json").write_bytes(receipt)
+    shutil.copyfile(EXAMPLE_CONTRACT, tmp_path / "contract.yml")
+    run = phase("guard", tmp_path, monkeypatch)
+    assert run.exit_code != 0 and run.failure()["code"] == "io.exists", run.summary
+    assert not (tmp_path / GUARD_COMPILED).exists()
+    assert (tmp_path / "state/guard.json").read_bytes() == receipt
+
+
+def test_guard_writes_no_compiled_form_for_a_json_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "contract.json").write_text(json.dumps(load_contract(EXAMPLE_CONTRACT).document))
+    run = phase("guard", tmp_path, monkeypatch, contract="contract.json")
+    assert run.exit_code == 0, run.summary
+    assert not (tmp_path / GUARD_COMPILED).exists()
+    assert json.loads((tmp_path / "state/guard.json").read_bytes())["contract-compiled-sha256"] is None
+
+
+def test_select_builds_the_contract_guard_compiled_with_the_same_selection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given, plain, digest = guard_pair(tmp_path, monkeypatch)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": digest})
+    other = phase("select", plain, monkeypatch)
+    assert run.exit_code == 0, run.summary
+    same_selection(run, other)
+    # select's own compiled form, for the phases after it, is byte for byte guard's.
+    assert (given / COMPILED).read_bytes() == (given / GUARD_COMPILED).read_bytes()
+    assert "contract: compiled by guard" in run.log
+    summary_rows = [line for line in (given / "state/summaries/select.md").read_text().splitlines()
+                    if line.startswith("| contract |")]
+    assert summary_rows == [f"| contract | compiled by guard, bound by digest | `{COMPILED}` |"]
+    assert [line for line in (plain / "state/summaries/select.md").read_text().splitlines()
+            if line.startswith("| contract |")] == [f"| contract | parsed from `contract.yml` | `{COMPILED}` |"]
+
+
+def test_select_with_guard_sha256_never_loads_the_yaml_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given, plain, digest = guard_pair(tmp_path, monkeypatch)
+    fast = started(given, "select", **{"guard-sha256": digest})
+    slow = started(plain, "select")  # so the check below can fail
+    assert fast[0] == slow[0] == 0
+    assert "testops_evidence.yamlread" not in fast[1]
+    assert "testops_evidence.yamlread" in slow[1]
+
+
+def _forged_receipt(directory: Path) -> None:
+    # The attack that matters: a compiled form of another contract, and a receipt that records it and the real
+    # contract file. Every digest inside agrees; only guard-sha256, a step output, tells them apart.
+    data = json.dumps({**_guard_compiled(directory), "cases": _guard_compiled(directory)["cases"][:1]},
+                      separators=(",", ":")).encode()
+    (directory / GUARD_COMPILED).write_bytes(data)
+    receipt = json.loads((directory / "state/guard.json").read_bytes())
+    receipt["contract-compiled-sha256"] = sha256_bytes(data)
+    receipt["contract-sha256"] = sha256_bytes(canonical_json(json.loads(data)))
+    (directory / "state/guard.json").write_bytes(json.dumps(receipt, indent=2).encode())
+
+
+def _guard_compiled(directory: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((directory / GUARD_COMPILED).read_bytes())
+    return document
+
+
+def _on_guard_compiled(attack: Any, directory: Path) -> None:
+    attack(directory / GUARD_COMPILED)
+
+
+def _contract_edited(directory: Path) -> None:
+    path = directory / "contract.yml"
+    path.write_text(path.read_text().replace("cleanup: infrastructure", "cleaned-up: infrastructure", 1))
+
+
+GUARD_ATTACKS: dict[str, Any] = {
+    **{f"compiled form: {name}": functools.partial(_on_guard_compiled, attack) for name, attack in ATTACKS.items()},
+    "a forged receipt": _forged_receipt,
+    "receipt removed": lambda d: (d / "state/guard.json").unlink(),
+    "contract edited after guard": _contract_edited,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(GUARD_ATTACKS))
+def test_a_tampered_guard_state_changes_nothing_select_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               attack: str) -> None:
+    given, plain, digest = guard_pair(tmp_path, monkeypatch)
+    for directory in (given, plain):
+        GUARD_ATTACKS[attack](directory)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": digest})
+    other = phase("select", plain, monkeypatch)
+    same_selection(run, other)
+    assert "compiled form not used: " in run.log, run.log
+    if attack == "contract edited after guard":
+        assert "the contract file is not the one guard read" in run.log
+        assert run.exit_code == 0  # a valid contract, parsed: the selection is of the edited one, as without guard
+    if attack == "a forged receipt":
+        assert "guard.json in the state directory does not hash to guard-sha256" in run.log
+
+
+def test_a_guard_sha256_from_another_job_means_the_yaml_is_parsed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # guard ran in another job (a hand-written workflow) and its output was passed on: this state directory
+    # has no guard receipt, so select parses the contract.
+    given, _plain, digest = guard_pair(tmp_path, monkeypatch)
+    shutil.rmtree(given / "state")
+    run = phase("select", given, monkeypatch, **{"guard-sha256": digest})
+    assert run.exit_code == 0, run.summary
+    assert "compiled form not used: unusable (Refusal)" in run.log
+
+
+def test_a_malformed_guard_sha256_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given, _plain, digest = guard_pair(tmp_path, monkeypatch)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": digest.upper()})
+    assert run.exit_code == 2, run.summary
+    assert run.failure()["code"] == "input.guard-sha256"
+    assert not (given / "selection.json").exists() and not (given / COMPILED).exists()

@@ -4,6 +4,7 @@ test server; PyGithub runs unmodified."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -126,6 +127,7 @@ def test_an_admitted_run_writes_every_output_a_summary_of_every_binding_and_a_re
         "workflow-id": "161335",
         "run-url": f"{g.gh.url}/{REPO}/actions/runs/{RUN_ID}",
         "run-attempt": "1",
+        "guard-sha256": hashlib.sha256((result.state_dir / "guard.json").read_bytes()).hexdigest(),
     }
     rows = [line for line in result.summary.splitlines() if line.endswith("| ✅ |")]
     assert len(rows) == 20  # 12 cross-checks + 8 trust rules, each one row
@@ -156,8 +158,11 @@ def test_the_refused_summary_shows_every_binding_and_the_refusal(g: Guard) -> No
 
 
 def normalized(result: PhaseRun, g: Guard) -> str:
-    """The summary without what changes per test run: the server's port and the temporary directory."""
-    return result.summary.replace(g.gh.url, "https://github.test").replace(str(g.tmp_path), "<tmp>")
+    """The summary without what changes per test run: the server's port, the temporary directory and the digest of
+    the receipt that records them."""
+    text = result.summary.replace(g.gh.url, "https://github.test").replace(str(g.tmp_path), "<tmp>")
+    digest = result.outputs.get("guard-sha256")
+    return text.replace(digest, "<guard-sha256>") if digest else text
 
 
 def check_golden(name: str, text: str) -> None:
@@ -501,7 +506,8 @@ def test_a_local_rehearsal_derives_the_context_from_git(tmp_path: Path) -> None:
     result = rehearsal(tmp_path, contract_document())
     assert result.exit_code == 0, result.log
     assert result.outputs == {"operation": "evaluate", "target-sha": result.env["HEAD"], "workflow-id": "",
-                              "run-url": "", "run-attempt": "1"}
+                              "run-url": "", "run-attempt": "1",
+                              "guard-sha256": hashlib.sha256((result.state_dir / "guard.json").read_bytes()).hexdigest()}
     assert "can never be published to TestOps" in result.log
     receipt = json.loads((result.state_dir / "guard.json").read_text())
     assert receipt["context"]["local"] is True and receipt["backend"] == "files"

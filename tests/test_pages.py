@@ -25,7 +25,9 @@ from evidence_support import (
     write_contract,
 )
 from helpers import PhaseRun, run_mode
+from testops_evidence.contract import load_contract
 from testops_evidence.evidence import site
+from testops_evidence.evidence.compiled import compiled_bytes, compiled_path
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 pytestmark = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
@@ -33,17 +35,24 @@ pytestmark = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is N
 CONTRACT = small_contract()
 
 
-def publication(tmp_path: Path, run_id: int = RUN_ID, attempt: int = 1) -> tuple[Path, dict[str, str], dict[str, str]]:
+def publication(tmp_path: Path, run_id: int = RUN_ID, attempt: int = 1, *,
+                yaml: bool = False) -> tuple[Path, dict[str, str], dict[str, str]]:
     """A verified files-backend publication with its report, of run ``run_id``: (its directory, the options,
-    the runner variables of that run)."""
+    the runner variables of that run). ``yaml``: the contract is a YAML file (JSON text is YAML 1.2), and the
+    selection has select's compiled form beside it."""
     work = tmp_path / f"run-{run_id}-{attempt}"
     work.mkdir()
     env = actions_env(GITHUB_RUN_ID=str(run_id), GITHUB_RUN_ATTEMPT=str(attempt))
-    selection, digest = make_selection(work, CONTRACT, env)
+    contract_path = write_contract(CONTRACT, tmp_path / ("contract.yml" if yaml else "contract.json"))
+    contract = load_contract(contract_path) if yaml else CONTRACT
+    selection, digest = make_selection(work, contract, env)
+    compiled = compiled_bytes(contract)
+    if compiled is not None:
+        compiled_path(selection).write_bytes(compiled)
     write_cells(work / "cells", [cell(CONTRACT, "get-task-context", attempt=f"{run_id}-{attempt}-a"),
                                  cell(CONTRACT, "budget-stop", disposition="behavior_failure",
                                       failed=["spend-reported"], attempt=f"{run_id}-{attempt}-b")], digest)
-    options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
+    options = {"contract": str(contract_path),
                "results-dir": str(work / "allure-results"), "state-dir": str(work / "state"), "backend": "files"}
     options.update({"selection-path": str(selection), "selection-sha256": digest})
     export = run_mode("export", work, {**options, "cell-results": str(work / "cells")}, env, new_uuid=uuid_factory())
@@ -87,6 +96,28 @@ def test_the_site_keeps_the_newest_reports_with_indexes_and_history(tmp_path: Pa
     again = pages(tmp_path, runs[2][0], runs[2][1], runs[2][2], site_dir, **{"pages-keep": "2"})
     assert again.exit_code == 0 and json.loads(again.outputs["pages-removed"]) == []
     assert len(json.loads((campaign / "reports.json").read_text())["reports"]) == 2
+
+
+def test_pages_builds_a_yaml_contract_from_selects_compiled_form(tmp_path: Path) -> None:
+    # The template gives pages the selection and its digest: the campaign's YAML contract is not parsed again.
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    published, options, env = publication(tmp_path, yaml=True)
+    selection = {"selection-path": options["selection-path"], "selection-sha256": options["selection-sha256"]}
+    run = pages(tmp_path, published, options, env, site_dir, **selection)
+    assert run.exit_code == 0, run.summary + run.log
+    assert "contract: compiled by select" in run.log
+    assert "| contract | compiled by select, bound by digest |" in run.summary
+    # Without the digest (a hand-written workflow), or with a digest the selection does not hash to, pages
+    # parses the contract: the same outputs, the same site.
+    index = (site_dir / "agent-protocol" / "reports.json").read_bytes()
+    for extra in ({}, {**selection, "selection-sha256": "0" * 64}):
+        other = pages(tmp_path, published, options, env, site_dir, **extra)
+        assert other.exit_code == 0, other.summary + other.log
+        assert "compiled form not used" in other.log
+        assert f"| contract | parsed from `{options['contract']}` |" in other.summary
+        assert {**other.outputs, "pages-removed": "[]"} == {**run.outputs, "pages-removed": "[]"}
+        assert (site_dir / "agent-protocol" / "reports.json").read_bytes() == index
 
 
 def test_a_publication_that_differs_from_its_receipt_is_not_put_on_pages(tmp_path: Path) -> None:

@@ -135,7 +135,14 @@ def test_action_inputs_and_outputs_exist_for_the_mode(name: str) -> None:
 
 def test_campaign_wiring() -> None:
     jobs = load("campaign.yml")["jobs"]
-    assert jobs["select"]["needs"] == "guard"
+    # guard and select are steps of the first job: select builds the contract guard compiled, bound by guard's
+    # output, and guard never sees the TestOps token.
+    assert "needs" not in jobs["select"]
+    guard, select = our_steps(jobs["select"])
+    assert (guard["id"], guard["with"]["mode"], select["with"]["mode"]) == ("guard", "guard", "select")
+    assert select["with"]["guard-sha256"] == "${{ steps.guard.outputs.guard-sha256 }}"
+    assert "testops-token" not in guard["with"] and "testops-token" in select["with"]
+    assert guard["with"]["contract"] == select["with"]["contract"] and guard["with"]["local"] == select["with"]["local"]
     assert set(jobs["export"]["needs"]) == {"select", "native", "external"}
     assert set(jobs["publish"]["needs"]) == {"select", "export"}
     for lane in ("native", "external"):
@@ -159,9 +166,14 @@ def test_campaign_wiring() -> None:
     modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
     assert modes == ["guard", "select", "verify-selection", "verify-selection", "collect-cells", "export", "upload",
                      "verify", "pages"]
-    assert jobs["pages"]["needs"] == ["export", "publish"] and "!inputs.local" in jobs["pages"]["if"]
+    assert jobs["pages"]["needs"] == ["select", "export", "publish"] and "!inputs.local" in jobs["pages"]["if"]
     pages_step = next(step for step in our_steps(jobs["pages"]) if step["with"]["mode"] == "pages")
     assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
+    # pages reads select's compiled contract from the selection artifact, bound by the selection's digest.
+    assert pages_step["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
+    downloads = [step["with"]["name"] for step in jobs["pages"]["steps"]
+                 if step.get("uses", "").startswith("actions/download-artifact@")]
+    assert "${{ inputs.artifact-prefix }}-selection-${{ github.run_attempt }}" in downloads
 
 
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:

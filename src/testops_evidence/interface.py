@@ -124,13 +124,19 @@ INPUTS: tuple[InputSpec, ...] = (
               "(the receipt in the report artifact of the newest earlier run of this workflow on this branch), "
               "a receipt file, or empty for none.", "", ("select",)),
     InputSpec("selection-path", "select / verify-selection / export / upload / verify: the selection file; cell: "
-              "the verified selection to bind the cell result to (optional).",
+              "the verified selection to bind the cell result to (optional); pages: the selection whose compiled "
+              "contract it reads (optional).",
               "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "upload",
-                                                  "verify", "cell"), kind="path"),
+                                                  "verify", "cell", "pages"), kind="path"),
     InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
               "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
-              "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`).", "",
-              ("verify-selection", "collect-cells", "export", "upload", "verify", "cell")),
+              "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`); pages (optional): "
+              "with it, a YAML contract is built from select's compiled copy beside the selection instead of "
+              "being parsed again.", "",
+              ("verify-selection", "collect-cells", "export", "upload", "verify", "cell", "pages")),
+    InputSpec("guard-sha256", "select: guard's `guard-sha256` output, when guard ran earlier in the same job: select "
+              "then builds a YAML contract from the copy guard compiled in the state directory, bound by this digest, "
+              "instead of parsing it again (empty: select parses the contract).", "", ("select",)),
     # --- export / upload / verify
     InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
               "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
@@ -242,6 +248,8 @@ OUTPUTS: tuple[OutputSpec, ...] = (
     OutputSpec("workflow-id", "guard: the numeric workflow id.", ("guard",)),
     OutputSpec("run-url", "guard: the run's URL.", ("guard",)),
     OutputSpec("run-attempt", "guard: the run attempt.", ("guard",)),
+    OutputSpec("guard-sha256", "guard: SHA-256 of guard's receipt in the state directory; pass it to a select step "
+               "in the same job as `guard-sha256`, and the contract is not parsed again.", ("guard",)),
     OutputSpec("created-cases", "bootstrap: test cases created (JSON array of keys).", ("bootstrap",)),
     OutputSpec("updated-cases", "bootstrap: test cases updated (JSON array of keys).", ("bootstrap",)),
     OutputSpec("plan-id", "bootstrap: the test plan id.", ("bootstrap",)),

@@ -83,8 +83,9 @@ class PhaseContext:
         self.sleep = sleep
         self.new_uuid = new_uuid
         self._contract = _contract
-        # True once contract() built the contract from select's compiled form (summaries say so).
-        self.contract_compiled = False
+        # The phase whose compiled form contract() built the contract from ("guard" or "select"), for the
+        # summaries; None when it parsed the contract file.
+        self.contract_compiled_by: str | None = None
 
     def contract(self) -> Contract:
         if self._contract is None:
@@ -94,13 +95,16 @@ class PhaseContext:
 
             path = self.settings.path("contract") or Path(".github/testops-evidence.yml")
             compiled = self._compiled_contract(path)
-            self.contract_compiled = compiled is not None
+            self.contract_compiled_by = None if compiled is None else ("guard" if self.mode == "select" else "select")
             self._contract = compiled if compiled is not None else load_contract(path)
         return self._contract
 
     def _compiled_contract(self, path: Path) -> Contract | None:
         """The contract ``select`` compiled, when this phase reads a selection whose digest travelled and every
-        digest binds it (:mod:`evidence.compiled`); else ``None``, and the contract file is parsed."""
+        digest binds it (:mod:`evidence.compiled`); for ``select``, the contract ``guard`` compiled earlier in this
+        job, bound by its ``guard-sha256``; else ``None``, and the contract file is parsed."""
+        if self.mode == "select":
+            return self._guarded_contract(path)
         if not INPUTS_BY_NAME["selection-sha256"].applies_to(self.mode):
             return None
         from pathlib import Path
@@ -115,6 +119,18 @@ class PhaseContext:
         except Refusal:
             return None  # the phase refuses the input itself, as before
         contract, why = load_compiled(path, selection_path, travelled)
+        self.runtime.log(f"contract: {why}" if contract is not None
+                         else f"contract: parsed from {path} (compiled form not used: {why})")
+        return contract
+
+    def _guarded_contract(self, path: Path) -> Contract | None:
+        from testops_evidence.evidence.compiled import load_guarded
+        from testops_evidence.evidence.selection import check_sha256
+
+        given = self.settings.string("guard-sha256")
+        if given is None:
+            return None
+        contract, why = load_guarded(path, self.state.path, check_sha256(given, "guard-sha256"))
         self.runtime.log(f"contract: {why}" if contract is not None
                          else f"contract: parsed from {path} (compiled form not used: {why})")
         return contract

@@ -1,4 +1,4 @@
-"""The compiled contract: a YAML contract is parsed by ``select``, never again by a phase that reads its selection.
+"""The compiled contract: a YAML contract is parsed once per campaign, by ``guard`` (or ``select``), never again.
 
 ``select`` writes the document it parsed from a YAML contract beside the selection, as compact JSON that
 keeps the file's key order (``X.json`` → ``X-contract.json``, written once, 0600), and records the SHA-256
@@ -32,6 +32,13 @@ which export checks again against a contract it builds by the argument above; th
 the worker a parse. Nothing records which version of the action wrote the compiled form: the argument assumes
 the jobs of a campaign run one version (the templates pin it; a hand-written workflow should too).
 
+``guard`` parses the contract before there is a selection. It writes the same compiled form in its state
+directory (``guard-contract.json``) and records F, K and C in its receipt (``guard.json``), whose SHA-256 is its
+step output ``guard-sha256``. ``select``, run in the same job after it (as the campaign template runs them) with
+that output as its ``guard-sha256`` input, builds the contract from guard's compiled form by the argument above,
+guard's receipt in the place of the selection: a step output cannot be changed by a later step, so bytes that
+hash to it are the receipt guard wrote. A YAML contract then costs the campaign one parse, guard's.
+
 Every failure — no compiled file, no travelled digest, a mismatch, a link, a directory, an oversized or
 malformed file, a document the rules refuse — makes :func:`load_compiled` return ``None``, and the phase
 parses the YAML exactly as before, with the same refusals and the same line-and-column errors. The
@@ -55,6 +62,10 @@ SUFFIX = "-contract.json"
 # The compiled form of a contract within contract.CONTRACT_LIMIT (4 MiB of YAML) is at most a few times
 # that size (JSON quotes every key and string a YAML file may leave bare).
 COMPILED_LIMIT = 16 * 1024 * 1024
+# guard's receipt and its compiled form, in the state directory select shares when it runs in guard's job.
+GUARD_RECEIPT = "guard.json"
+GUARD_COMPILED = "guard-contract.json"
+GUARD_RECEIPT_LIMIT = 4 * 1024 * 1024
 
 
 def compiled_path(selection_path: str | os.PathLike[str]) -> Path:
@@ -109,9 +120,7 @@ def load_compiled(contract_path: str | os.PathLike[str], selection_path: str | o
 
 
 def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | None) -> tuple[Contract | None, str]:
-    from testops_evidence.contract import CONTRACT_LIMIT
     from testops_evidence.evidence.gate import SELECTION_LIMIT, read_document_bytes, selection_head
-    from testops_evidence.safeio import read_safe_path
 
     if travelled is None:
         return None, "no selection-sha256 travelled"
@@ -122,33 +131,70 @@ def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | N
     if sha256_bytes(selection) != travelled:
         return None, "the selection does not hash to selection-sha256"
     document = selection_head(selection.decode("utf-8"))  # the rows are not needed here: stepped over
+    return _bind(path, document, compiled_path(selection_path), "select")
+
+
+def load_guarded(contract_path: str | os.PathLike[str], state_path: str | os.PathLike[str],
+                 travelled: str | None) -> tuple[Contract | None, str]:
+    """For ``select`` run in the job of ``guard``: the contract built from the compiled form guard wrote in the
+    state directory, bound by guard's ``guard-sha256`` step output, and why; or ``None`` and why not."""
+    try:
+        return _load_guarded(Path(contract_path), Path(state_path), travelled)
+    except Exception as exc:  # any doubt at all: the YAML is parsed, and decides
+        return None, f"unusable ({type(exc).__name__})"
+
+
+def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[Contract | None, str]:
+    from testops_evidence import strictjson
+    from testops_evidence.evidence.gate import read_document_bytes
+
+    if travelled is None:
+        return None, "no guard-sha256 given"
+    if is_json_name(str(path)):
+        return None, "a JSON contract"
+    receipt = read_document_bytes(state_path / GUARD_RECEIPT, GUARD_RECEIPT_LIMIT)
+    if sha256_bytes(receipt) != travelled:
+        return None, f"{GUARD_RECEIPT} in the state directory does not hash to guard-sha256"
+    document = strictjson.loads(receipt.decode("utf-8"))
+    if not isinstance(document, dict):
+        return None, f"{GUARD_RECEIPT} is not an object"
+    return _bind(path, document, state_path / GUARD_COMPILED, "guard")
+
+
+def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) -> tuple[Contract | None, str]:
+    """The contract of a compiled file, when the digests of a bound document (the selection, guard's receipt)
+    tie it to this contract file: the file's bytes (F), the compiled bytes (K) and the canonical contract (C)."""
+    from testops_evidence import strictjson
+    from testops_evidence.contract import CONTRACT_LIMIT, contract_from_document
+    from testops_evidence.evidence.gate import read_document_bytes
+    from testops_evidence.safeio import read_safe_path
+
     recorded = {name: document.get(f"contract-{name}-sha256") for name in ("file", "compiled")}
     contract_sha256 = document.get("contract-sha256")
     if not all(isinstance(v, str) for v in (*recorded.values(), contract_sha256)):
-        return None, "the selection records no compiled contract"
+        return None, f"the {_BINDER[by]} records no compiled contract"
     # The contract file as load_contract reads it (it refuses a missing file first: so does the fallback).
     if not path.exists():
         return None, "no contract file"
     if sha256_bytes(read_safe_path(path, limit=CONTRACT_LIMIT)) != recorded["file"]:
-        return None, "the contract file is not the one select read"
-    compiled_file = compiled_path(selection_path)
+        return None, f"the contract file is not the one {by} read"
     data = read_document_bytes(compiled_file, COMPILED_LIMIT)
     if sha256_bytes(data) != recorded["compiled"]:
-        return None, f"{compiled_file} is not the compiled form select wrote"
-    from testops_evidence import strictjson
-    from testops_evidence.contract import contract_from_document
-
+        return None, f"{compiled_file} is not the compiled form {by} wrote"
     compiled: Any = strictjson.loads(data.decode("utf-8"))
     contract = contract_from_document(compiled, str(path), file_sha256=recorded["file"], name=str(path))
     if contract.digest != contract_sha256:
         return None, "the compiled form does not hash to contract-sha256"
-    return contract, f"compiled by select ({compiled_file}), bound by digest"
+    return contract, f"compiled by {by} ({compiled_file}), bound by digest"
+
+
+_BINDER = {"select": "selection", "guard": "guard receipt"}
 
 
 def contract_row(ctx: PhaseContext, contract: Contract) -> Markdown:
     """The summary row that says how this phase obtained the contract: select's compiled form, or a parse."""
     from testops_evidence.md import Markdown, code
 
-    if ctx.contract_compiled:
-        return Markdown("compiled by select, bound by digest")
+    if ctx.contract_compiled_by is not None:
+        return Markdown(f"compiled by {ctx.contract_compiled_by}, bound by digest")
     return Markdown("parsed from " + code(contract.source_path))

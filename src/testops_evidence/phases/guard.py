@@ -13,7 +13,8 @@ TestOps: with an explicit ``backend: testops`` the guard refuses (``guard.local_
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from testops_evidence import summary
@@ -28,12 +29,13 @@ from testops_evidence.context import (
 )
 from testops_evidence.contract import Contract
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence.compiled import COMPILED_LIMIT, GUARD_COMPILED, GUARD_RECEIPT, compiled_bytes
 from testops_evidence.github_run import RunObject, request_policy
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import pretty_json
+from testops_evidence.safeio import pretty_json, read_safe_path, sha256_bytes, write_once
 from testops_evidence.trust import dispatch_request, evaluate
 
-RECEIPT = "guard.json"
+RECEIPT = GUARD_RECEIPT
 RECEIPT_SCHEMA = "testops-evidence/guard-receipt/v1"
 
 
@@ -65,7 +67,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     operation, target_sha = dispatch_request(event, context.head_sha)
     backend = ctx.backend()
     outputs = _outputs(operation, target_sha, context)
-    _write_receipt(ctx, _receipt(contract, backend, operation, target_sha, context, run_object, checks))
+    outputs["guard-sha256"] = _write_receipt(ctx, contract,
+                                             _receipt(contract, backend, operation, target_sha, context, run_object,
+                                                      checks))
     headline = (f"✅ Run {summary.link(f'#{context.run_number}', context.run_url)} (attempt {context.run_attempt}) "
                 f"of {summary.code(context.repository)} is admitted: {summary.code(context.event)} on "
                 f"{summary.code(context.workflow_ref)} at {summary.code(context.head_sha[:12])}; operation "
@@ -86,7 +90,8 @@ def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
     operation, target_sha = "evaluate", context.head_sha
     outputs = {"operation": operation, "target-sha": target_sha, "workflow-id": "", "run-url": "",
                "run-attempt": context.run_attempt}
-    _write_receipt(ctx, _receipt(contract, "files", operation, target_sha, context, None, []))
+    outputs["guard-sha256"] = _write_receipt(ctx, contract,
+                                             _receipt(contract, "files", operation, target_sha, context, None, []))
     headline = (f"🧪 Local rehearsal context for {summary.code(context.repository)} at "
                 f"{summary.code(context.head_sha[:12])}: evidence made from it can never be published to TestOps.")
     notes = ["> [!NOTE]\n> This is a rehearsal: no GitHub run exists, so the trust policy was not evaluated "
@@ -121,6 +126,10 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
         "contract-sha256": contract.digest,
+        # The contract file's bytes and the compiled form written beside this receipt (a YAML contract only):
+        # select, run next in this job with guard-sha256, builds the contract from it (evidence/compiled.py).
+        "contract-file-sha256": contract.file_sha256,
+        "contract-compiled-sha256": _compiled_sha256(contract),
         "backend": backend,
         "operation": operation,
         "target-sha": target_sha,
@@ -131,18 +140,42 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
     }
 
 
-def _write_receipt(ctx: PhaseContext, document: dict[str, Any]) -> None:
+def _compiled_sha256(contract: Contract) -> str | None:
+    data = compiled_bytes(contract)
+    return sha256_bytes(data) if data is not None else None
+
+
+def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, Any]) -> str:
+    """Write the compiled contract (a YAML contract) and the receipt, each once; the SHA-256 of the receipt's
+    bytes. The same guard repeated (same run, same contract) finds its own files again, which is not a conflict;
+    another run's files are refused before anything is written beside them."""
+    receipt = pretty_json(document)
+    compiled = compiled_bytes(contract)
+    wanted: list[tuple[str, bytes, Callable[[bytes], bool]]] = [(RECEIPT, receipt, lambda found: _same(found, receipt))]
+    if compiled is not None:
+        wanted.append((GUARD_COMPILED, compiled, lambda found: found == compiled))
+    ctx.state.ensure()
+    held: dict[str, bytes] = {}
+    for name, _data, same in wanted:
+        path = ctx.state.receipt_path(name)
+        if os.path.lexists(path):
+            held[name] = read_safe_path(path, limit=COMPILED_LIMIT)
+            if not same(held[name]):
+                raise Refusal("io.exists", f"{name} in the state directory records another run or contract",
+                              field="state-dir", expected="no earlier guard receipt for another context",
+                              actual=str(path), hint="Use a fresh `state-dir` for each run of the pipeline.")
+    for name, data, _same_as in wanted:
+        if name not in held:
+            write_once(ctx.state.receipt_path(name), data)
+            held[name] = data
+    return sha256_bytes(held[RECEIPT])
+
+
+def _same(found: bytes, receipt: bytes) -> bool:
     try:
-        ctx.state.write_receipt(RECEIPT, document)
-    except Refusal as exc:
-        if exc.code != "io.exists":
-            raise
-        # A receipt is written once; the same guard repeated (same run, same contract) is not a conflict.
-        if ctx.state.read_receipt(RECEIPT) != json.loads(pretty_json(document)):
-            raise Refusal("io.exists", f"{RECEIPT} in the state directory records another run or contract",
-                          field="state-dir", expected="no earlier guard receipt for another context",
-                          actual=str(ctx.state.receipt_path(RECEIPT)),
-                          hint="Use a fresh `state-dir` for each run of the pipeline.") from None
+        return bool(json.loads(found) == json.loads(receipt))
+    except ValueError:  # not JSON, not UTF-8: not this guard's receipt
+        return False
 
 
 def _bindings(checks: Sequence[BindingCheck]) -> str:

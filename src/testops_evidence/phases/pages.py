@@ -17,6 +17,7 @@ from testops_evidence.context import RunContext, is_local, job_context
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence import report as report_tool
 from testops_evidence.evidence import site
+from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.publication import RECEIPT_NAME, RESULTS_NAME
 from testops_evidence.evidence.receipt import RECEIPT_LIMIT, bind_receipt, check_tree, load_bound_receipt
 from testops_evidence.evidence.selection import read_travelled
@@ -91,6 +92,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ("checked", f"{files} result files against the receipt; the report's statistics equal it"),
         ("kept", f"{len(done.kept)} of at most {keep} reports ({size / 1024 / 1024:.1f} MiB)"),
         ("removed", summary.join((summary.code(name) for name in done.removed), ", ") if done.removed else "none"),
+        ("contract", contract_row(ctx, contract)),
     ]
     headline = (f"✅ The report of run {entry.run_number} (attempt {entry.attempt}) is on the Pages site: "
                 f"{len(done.kept)} report(s) kept, {len(done.removed)} removed by retention.")

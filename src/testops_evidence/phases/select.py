@@ -26,7 +26,7 @@ from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence import catalog as catalog_filter
 from testops_evidence.evidence import previous
-from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, write_compiled
+from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, contract_row, write_compiled
 from testops_evidence.evidence.matrix import (
     HOSTED_JOB_LIMIT_MINUTES,
     LANES,
@@ -128,7 +128,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     ctx.state.write_receipt("select.json", receipt)
     headline = _headline(contract, outcome, plan)
     body = _previous_section(rerun, baseline, ctx.settings.string("compare-with")) + _summary(
-        contract, outcome, plan, sizes, path, digest, catalog_target)
+        contract, outcome, plan, sizes, path, digest, catalog_target,
+        (contract_row(ctx, contract), summary.code(compiled_target) if compiled_target is not None else "—"))
     return PhaseResult(headline=headline, outputs=outputs, summary=body)
 
 
@@ -354,7 +355,7 @@ def _headline(contract: Contract, outcome: Outcome, plan: MatrixPlan) -> str:
 
 
 def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequence[OutputSize], path: Path,
-             digest: str, catalog_target: Path | None) -> str:
+             digest: str, catalog_target: Path | None, contract_rows: tuple[Any, Any]) -> str:
     parts: list[str] = [f"**Why these cases:** {outcome.why}.\n"]
     if outcome.testops is not None:
         t = outcome.testops
@@ -396,7 +397,9 @@ def _summary(contract: Contract, outcome: Outcome, plan: MatrixPlan, sizes: Sequ
         parts.append(f"\n**Not selected ({len(left_out)}):** {shown}{more}.\n")
     total = sum(size.budgeted for size in sizes)
     parts.append("\n### Files and outputs\n\n")
-    rows: list[Sequence[Any]] = [("selection", summary.code(path), summary.code(digest))]
+    rows: list[Sequence[Any]] = [("selection", summary.code(path), summary.code(digest)),
+                                 # how select read the contract; the compiled copy later phases read instead
+                                 ("contract", *contract_rows)]
     if catalog_target is not None:
         rows.append(("filtered catalog", summary.code(catalog_target), "keeps only the selected cases"))
     rows.append(("outputs", f"{total:,} of {SELECT_OUTPUT_BUDGET:,} bytes",
