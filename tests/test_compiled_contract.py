@@ -527,6 +527,41 @@ def test_guard_writes_no_compiled_form_for_a_json_contract(tmp_path: Path, monke
     assert json.loads((tmp_path / "state/guard.json").read_bytes())["contract-compiled-sha256"] is None
 
 
+def test_a_compiled_form_over_the_cap_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Aliases are expanded: 300 of one 64 KiB URL (a contract of 70 KB) compile to about 19 MiB, over the cap
+    # every reader applies. No phase could read it, so neither guard nor select writes it (a repeated guard would
+    # otherwise be refused for its own file), and select parses, as for any unusable compiled form.
+    url = "https://x/" + "a" * (64 * 1024 - 20)
+    text = EXAMPLE_CONTRACT.read_text().replace(
+        "  endpoint: https://acme.testops.cloud\n",
+        "  endpoint: https://acme.testops.cloud\n  job-urls:\n" + f'    - &u "{url}"\n' + "    - *u\n" * 300, 1)
+    assert len(text) < 100_000 and len(json.dumps(yaml_document(text))) > COMPILED_LIMIT
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "contract.yml").write_text(text)
+    run = phase("guard", given, monkeypatch)
+    assert run.exit_code == 0, run.summary
+    assert json.loads((given / "state/guard.json").read_bytes())["contract-compiled-sha256"] is None
+    assert not (given / GUARD_COMPILED).exists()
+    again = phase("guard", given, monkeypatch)
+    assert again.exit_code == 0 and again.outputs["guard-sha256"] == run.outputs["guard-sha256"], again.summary
+    plain = tmp_path / "plain"
+    shutil.copytree(given, plain)
+    selected_run = phase("select", given, monkeypatch, **{"guard-sha256": run.outputs["guard-sha256"]})
+    same_selection(selected_run, phase("select", plain, monkeypatch))
+    assert selected_run.exit_code == 0 and "the guard receipt records no compiled contract" in selected_run.log
+    assert not (given / COMPILED).exists()
+    assert "contract-compiled-sha256" not in json.loads((given / "selection.json").read_bytes())
+
+
+def yaml_document(text: str) -> Any:
+    from testops_evidence import yamlread
+
+    value, problems = yamlread.read(text, limit=1)
+    assert not problems
+    return value
+
+
 def test_select_builds_the_contract_guard_compiled_with_the_same_selection(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     given, plain, digest = guard_pair(tmp_path, monkeypatch)
