@@ -656,3 +656,41 @@ def test_a_malformed_guard_sha256_is_refused(tmp_path: Path, monkeypatch: pytest
     assert run.exit_code == 2, run.summary
     assert run.failure()["code"] == "input.guard-sha256"
     assert not (given / "selection.json").exists() and not (given / COMPILED).exists()
+
+
+@pytest.mark.parametrize("form", ["re-indented", "a duplicate key"])
+def test_guard_adopts_only_its_own_receipt_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         form: str) -> None:
+    # A receipt left in the state directory (a self-hosted runner's RUNNER_TEMP) that says what guard would say,
+    # in other bytes: guard refuses it rather than give its digest as guard-sha256, so bytes that hash to that
+    # output are always bytes guard writes (a duplicate key would otherwise hide a second compiled digest from
+    # every reader but the strictest).
+    digest = guarded(tmp_path, monkeypatch)
+    path = tmp_path / "state/guard.json"
+    document = json.loads(path.read_bytes())
+    if form == "re-indented":
+        data = json.dumps(document, indent=4).encode()
+    else:
+        data = ('{"contract-compiled-sha256": "' + "0" * 64 + '", ' + json.dumps(document)[1:]).encode()
+    assert json.loads(data) == document and sha256_bytes(data) != digest
+    path.write_bytes(data)
+    again = phase("guard", tmp_path, monkeypatch)
+    assert again.exit_code == 3 and again.failure()["code"] == "io.exists", again.summary
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a FIFO", "a symlink to the right bytes", "a hard link"])
+def test_guard_refuses_a_planted_compiled_form_and_writes_no_receipt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     kind: str) -> None:
+    # What an earlier job on a self-hosted runner could leave where guard writes its compiled form: refused as an
+    # unsafe path (never read through, never waited on), before the receipt that would name it is written.
+    (tmp_path / "state").mkdir(mode=0o700)
+    shutil.copyfile(EXAMPLE_CONTRACT, tmp_path / "contract.yml")
+    (tmp_path / "right").write_bytes(compiled_bytes(load_contract(tmp_path / "contract.yml")) or b"")
+    planted = tmp_path / GUARD_COMPILED
+    {"a directory": lambda: planted.mkdir(), "a FIFO": lambda: os.mkfifo(planted),
+     "a symlink to the right bytes": lambda: planted.symlink_to(tmp_path / "right"),
+     "a hard link": lambda: os.link(tmp_path / "right", planted)}[kind]()
+    run = phase("guard", tmp_path, monkeypatch)
+    assert run.exit_code == 3 and run.failure()["code"] == "io.unsafe_path", run.summary
+    assert not (tmp_path / "state/guard.json").exists() and "guard-sha256" not in run.outputs
