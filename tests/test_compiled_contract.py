@@ -45,13 +45,19 @@ def phase(mode: str, directory: Path, monkeypatch: pytest.MonkeyPatch, **options
                     clock=clock.time, monotonic=clock.monotonic, sleep=clock.sleep, new_uuid=uuid_factory())
 
 
-def selected(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A YAML contract (the example: its checks are not in alphabetical order) and select's selection."""
+def first(mode: str, output: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The example YAML contract (its checks are not in alphabetical order) in ``directory``, and ``mode`` run
+    on it: the output named."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
-    run = phase("select", directory, monkeypatch)
+    run = phase(mode, directory, monkeypatch)
     assert run.exit_code == 0, run.summary
-    return run.outputs["selection-sha256"]
+    return run.outputs[output]
+
+
+def selected(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """select's selection of the example contract: selection-sha256."""
+    return first("select", "selection-sha256", directory, monkeypatch)
 
 
 def with_cells(directory: Path, digest: str) -> None:
@@ -453,12 +459,8 @@ GUARD_COMPILED = "state/guard-contract.json"
 
 
 def guarded(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The example YAML contract in ``directory``, and guard (the local rehearsal) run on it: guard-sha256."""
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
-    run = phase("guard", directory, monkeypatch)
-    assert run.exit_code == 0, run.summary
-    return run.outputs["guard-sha256"]
+    """guard (the local rehearsal) run on the example contract: guard-sha256."""
+    return first("guard", "guard-sha256", directory, monkeypatch)
 
 
 def guard_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
