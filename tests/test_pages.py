@@ -118,6 +118,11 @@ def test_pages_builds_a_yaml_contract_from_selects_compiled_form(tmp_path: Path)
         assert f"| contract | parsed from `{options['contract']}` |" in other.summary
         assert {**other.outputs, "pages-removed": "[]"} == {**run.outputs, "pages-removed": "[]"}
         assert (site_dir / "agent-protocol" / "reports.json").read_bytes() == index
+    # A malformed digest is a mistake in the workflow: refused, nothing written.
+    before = sorted(p.relative_to(site_dir) for p in site_dir.rglob("*"))
+    refused = pages(tmp_path, published, options, env, site_dir, **{**selection, "selection-sha256": "0" * 63})
+    assert refused.exit_code == 2 and refused.failure()["code"] == "input.selection-sha256", refused.summary
+    assert sorted(p.relative_to(site_dir) for p in site_dir.rglob("*")) == before
 
 
 def test_a_publication_that_differs_from_its_receipt_is_not_put_on_pages(tmp_path: Path) -> None:
