@@ -696,3 +696,22 @@ def test_guard_refuses_a_planted_compiled_form_and_writes_no_receipt(tmp_path: P
     run = phase("guard", tmp_path, monkeypatch)
     assert run.exit_code == 3 and run.failure()["code"] == "io.unsafe_path", run.summary
     assert not (tmp_path / "state/guard.json").exists() and "guard-sha256" not in run.outputs
+
+
+def test_two_guards_in_one_job_with_different_contracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second guard (another contract, the same state directory) is refused and leaves the first one's files;
+    # a select of the second contract given the first guard's output parses its own contract.
+    digest = guarded(tmp_path, monkeypatch)
+    before = {name: (tmp_path / "state" / name).read_bytes() for name in ("guard.json", "guard-contract.json")}
+    _contract_edited(tmp_path)
+    (tmp_path / "contract.yml").rename(tmp_path / "other.yml")
+    shutil.copyfile(EXAMPLE_CONTRACT, tmp_path / "contract.yml")
+    second = phase("guard", tmp_path, monkeypatch, contract="other.yml")
+    assert second.exit_code == 3 and second.failure()["code"] == "io.exists", second.summary
+    assert {name: (tmp_path / "state" / name).read_bytes() for name in before} == before
+    run = phase("select", tmp_path, monkeypatch, contract="other.yml", **{"guard-sha256": digest})
+    assert run.exit_code == 0, run.summary
+    assert "compiled form not used: the contract file is not the one guard read" in run.log
+    selection = json.loads((tmp_path / "selection.json").read_bytes())
+    assert selection["contract-sha256"] == load_contract(tmp_path / "other.yml").digest != load_contract(
+        tmp_path / "contract.yml").digest
