@@ -158,7 +158,8 @@ def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, An
         path = ctx.state.receipt_path(name)
         if os.path.lexists(path):
             if read_safe_path(path, limit=COMPILED_LIMIT) != data:
-                raise Refusal("io.exists", f"{name} in the state directory records another run or contract",
+                raise Refusal("io.exists", f"{name} in the state directory is not the one this guard writes (another run's, "
+                              "contract's or version's)",
                               field="state-dir", expected="no earlier guard receipt for another context",
                               actual=str(path), hint="Use a fresh `state-dir` for each run of the pipeline.")
             held.add(name)
