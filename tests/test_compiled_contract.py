@@ -715,3 +715,20 @@ def test_two_guards_in_one_job_with_different_contracts(tmp_path: Path, monkeypa
     selection = json.loads((tmp_path / "selection.json").read_bytes())
     assert selection["contract-sha256"] == load_contract(tmp_path / "other.yml").digest != load_contract(
         tmp_path / "contract.yml").digest
+
+
+@pytest.mark.parametrize(("receipt", "why"), [
+    (b"[]\n", "guard.json is not an object"),
+    (b'{"contract-sha256": 1}\n', "the guard receipt records no compiled contract"),
+    (b"\xff\xfe\n", "unusable (UnicodeDecodeError)"),
+    (b'{"a": 1, "a": 2}\n', "unusable (JSONProblem)"),
+])
+def test_a_receipt_that_hashes_to_guard_sha256_but_binds_nothing_means_a_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receipt: bytes, why: str) -> None:
+    # A digest given by hand (a workflow's mistake) for a file that is not a guard receipt: select parses.
+    given, plain, _digest = guard_pair(tmp_path, monkeypatch)
+    (given / "state/guard.json").unlink()
+    (given / "state/guard.json").write_bytes(receipt)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": sha256_bytes(receipt)})
+    same_selection(run, phase("select", plain, monkeypatch))
+    assert run.exit_code == 0 and f"compiled form not used: {why})" in run.log, run.log
