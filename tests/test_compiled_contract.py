@@ -45,13 +45,19 @@ def phase(mode: str, directory: Path, monkeypatch: pytest.MonkeyPatch, **options
                     clock=clock.time, monotonic=clock.monotonic, sleep=clock.sleep, new_uuid=uuid_factory())
 
 
-def selected(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A YAML contract (the example: its checks are not in alphabetical order) and select's selection."""
+def first(mode: str, output: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The example YAML contract (its checks are not in alphabetical order) in ``directory``, and ``mode`` run
+    on it: the output named."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
-    run = phase("select", directory, monkeypatch)
+    run = phase(mode, directory, monkeypatch)
     assert run.exit_code == 0, run.summary
-    return run.outputs["selection-sha256"]
+    return run.outputs[output]
+
+
+def selected(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """select's selection of the example contract: selection-sha256."""
+    return first("select", "selection-sha256", directory, monkeypatch)
 
 
 def with_cells(directory: Path, digest: str) -> None:
@@ -453,12 +459,8 @@ GUARD_COMPILED = "state/guard-contract.json"
 
 
 def guarded(directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The example YAML contract in ``directory``, and guard (the local rehearsal) run on it: guard-sha256."""
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(EXAMPLE_CONTRACT, directory / "contract.yml")
-    run = phase("guard", directory, monkeypatch)
-    assert run.exit_code == 0, run.summary
-    return run.outputs["guard-sha256"]
+    """guard (the local rehearsal) run on the example contract: guard-sha256."""
+    return first("guard", "guard-sha256", directory, monkeypatch)
 
 
 def guard_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
@@ -525,6 +527,41 @@ def test_guard_writes_no_compiled_form_for_a_json_contract(tmp_path: Path, monke
     assert run.exit_code == 0, run.summary
     assert not (tmp_path / GUARD_COMPILED).exists()
     assert json.loads((tmp_path / "state/guard.json").read_bytes())["contract-compiled-sha256"] is None
+
+
+def test_a_compiled_form_over_the_cap_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Aliases are expanded: 300 of one 64 KiB URL (a contract of 70 KB) compile to about 19 MiB, over the cap
+    # every reader applies. No phase could read it, so neither guard nor select writes it (a repeated guard would
+    # otherwise be refused for its own file), and select parses, as for any unusable compiled form.
+    url = "https://x/" + "a" * (64 * 1024 - 20)
+    text = EXAMPLE_CONTRACT.read_text().replace(
+        "  endpoint: https://acme.testops.cloud\n",
+        "  endpoint: https://acme.testops.cloud\n  job-urls:\n" + f'    - &u "{url}"\n' + "    - *u\n" * 300, 1)
+    assert len(text) < 100_000 and len(json.dumps(yaml_document(text))) > COMPILED_LIMIT
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "contract.yml").write_text(text)
+    run = phase("guard", given, monkeypatch)
+    assert run.exit_code == 0, run.summary
+    assert json.loads((given / "state/guard.json").read_bytes())["contract-compiled-sha256"] is None
+    assert not (given / GUARD_COMPILED).exists()
+    again = phase("guard", given, monkeypatch)
+    assert again.exit_code == 0 and again.outputs["guard-sha256"] == run.outputs["guard-sha256"], again.summary
+    plain = tmp_path / "plain"
+    shutil.copytree(given, plain)
+    selected_run = phase("select", given, monkeypatch, **{"guard-sha256": run.outputs["guard-sha256"]})
+    same_selection(selected_run, phase("select", plain, monkeypatch))
+    assert selected_run.exit_code == 0 and "the guard receipt records no compiled contract" in selected_run.log
+    assert not (given / COMPILED).exists()
+    assert "contract-compiled-sha256" not in json.loads((given / "selection.json").read_bytes())
+
+
+def yaml_document(text: str) -> Any:
+    from testops_evidence import yamlread
+
+    value, problems = yamlread.read(text, limit=1)
+    assert not problems
+    return value
 
 
 def test_select_builds_the_contract_guard_compiled_with_the_same_selection(
@@ -621,3 +658,77 @@ def test_a_malformed_guard_sha256_is_refused(tmp_path: Path, monkeypatch: pytest
     assert run.exit_code == 2, run.summary
     assert run.failure()["code"] == "input.guard-sha256"
     assert not (given / "selection.json").exists() and not (given / COMPILED).exists()
+
+
+@pytest.mark.parametrize("form", ["re-indented", "a duplicate key"])
+def test_guard_adopts_only_its_own_receipt_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         form: str) -> None:
+    # A receipt left in the state directory (a self-hosted runner's RUNNER_TEMP) that says what guard would say,
+    # in other bytes: guard refuses it rather than give its digest as guard-sha256, so bytes that hash to that
+    # output are always bytes guard writes (a duplicate key would otherwise hide a second compiled digest from
+    # every reader but the strictest).
+    digest = guarded(tmp_path, monkeypatch)
+    path = tmp_path / "state/guard.json"
+    document = json.loads(path.read_bytes())
+    if form == "re-indented":
+        data = json.dumps(document, indent=4).encode()
+    else:
+        data = ('{"contract-compiled-sha256": "' + "0" * 64 + '", ' + json.dumps(document)[1:]).encode()
+    assert json.loads(data) == document and sha256_bytes(data) != digest
+    path.write_bytes(data)
+    again = phase("guard", tmp_path, monkeypatch)
+    assert again.exit_code == 3 and again.failure()["code"] == "io.exists", again.summary
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a FIFO", "a symlink to the right bytes", "a hard link"])
+def test_guard_refuses_a_planted_compiled_form_and_writes_no_receipt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     kind: str) -> None:
+    # What an earlier job on a self-hosted runner could leave where guard writes its compiled form: refused as an
+    # unsafe path (never read through, never waited on), before the receipt that would name it is written.
+    (tmp_path / "state").mkdir(mode=0o700)
+    shutil.copyfile(EXAMPLE_CONTRACT, tmp_path / "contract.yml")
+    (tmp_path / "right").write_bytes(compiled_bytes(load_contract(tmp_path / "contract.yml")) or b"")
+    planted = tmp_path / GUARD_COMPILED
+    {"a directory": lambda: planted.mkdir(), "a FIFO": lambda: os.mkfifo(planted),
+     "a symlink to the right bytes": lambda: planted.symlink_to(tmp_path / "right"),
+     "a hard link": lambda: os.link(tmp_path / "right", planted)}[kind]()
+    run = phase("guard", tmp_path, monkeypatch)
+    assert run.exit_code == 3 and run.failure()["code"] == "io.unsafe_path", run.summary
+    assert not (tmp_path / "state/guard.json").exists() and "guard-sha256" not in run.outputs
+
+
+def test_two_guards_in_one_job_with_different_contracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second guard (another contract, the same state directory) is refused and leaves the first one's files;
+    # a select of the second contract given the first guard's output parses its own contract.
+    digest = guarded(tmp_path, monkeypatch)
+    before = {name: (tmp_path / "state" / name).read_bytes() for name in ("guard.json", "guard-contract.json")}
+    _contract_edited(tmp_path)
+    (tmp_path / "contract.yml").rename(tmp_path / "other.yml")
+    shutil.copyfile(EXAMPLE_CONTRACT, tmp_path / "contract.yml")
+    second = phase("guard", tmp_path, monkeypatch, contract="other.yml")
+    assert second.exit_code == 3 and second.failure()["code"] == "io.exists", second.summary
+    assert {name: (tmp_path / "state" / name).read_bytes() for name in before} == before
+    run = phase("select", tmp_path, monkeypatch, contract="other.yml", **{"guard-sha256": digest})
+    assert run.exit_code == 0, run.summary
+    assert "compiled form not used: the contract file is not the one guard read" in run.log
+    selection = json.loads((tmp_path / "selection.json").read_bytes())
+    assert selection["contract-sha256"] == load_contract(tmp_path / "other.yml").digest != load_contract(
+        tmp_path / "contract.yml").digest
+
+
+@pytest.mark.parametrize(("receipt", "why"), [
+    (b"[]\n", "guard.json is not an object"),
+    (b'{"contract-sha256": 1}\n', "the guard receipt records no compiled contract"),
+    (b"\xff\xfe\n", "unusable (UnicodeDecodeError)"),
+    (b'{"a": 1, "a": 2}\n', "unusable (JSONProblem)"),
+])
+def test_a_receipt_that_hashes_to_guard_sha256_but_binds_nothing_means_a_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receipt: bytes, why: str) -> None:
+    # A digest given by hand (a workflow's mistake) for a file that is not a guard receipt: select parses.
+    given, plain, _digest = guard_pair(tmp_path, monkeypatch)
+    (given / "state/guard.json").unlink()
+    (given / "state/guard.json").write_bytes(receipt)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": sha256_bytes(receipt)})
+    same_selection(run, phase("select", plain, monkeypatch))
+    assert run.exit_code == 0 and f"compiled form not used: {why})" in run.log, run.log

@@ -118,6 +118,11 @@ def test_pages_builds_a_yaml_contract_from_selects_compiled_form(tmp_path: Path)
         assert f"| contract | parsed from `{options['contract']}` |" in other.summary
         assert {**other.outputs, "pages-removed": "[]"} == {**run.outputs, "pages-removed": "[]"}
         assert (site_dir / "agent-protocol" / "reports.json").read_bytes() == index
+    # A malformed digest is a mistake in the workflow: refused, nothing written.
+    before = sorted(p.relative_to(site_dir) for p in site_dir.rglob("*"))
+    refused = pages(tmp_path, published, options, env, site_dir, **{**selection, "selection-sha256": "0" * 63})
+    assert refused.exit_code == 2 and refused.failure()["code"] == "input.selection-sha256", refused.summary
+    assert sorted(p.relative_to(site_dir) for p in site_dir.rglob("*")) == before
 
 
 def test_a_publication_that_differs_from_its_receipt_is_not_put_on_pages(tmp_path: Path) -> None:
@@ -244,3 +249,42 @@ def test_an_unreachable_remote_fails_the_fetch_instead_of_starting_a_new_branch(
     fetched = run_script(pages_scripts()["fetch the Pages branch"], job, REMOTE=f"file://{tmp_path}/absent.git",
                          BRANCH="gh-pages", TOKEN="t")
     assert fetched.returncode != 0 and "does not exist yet" not in fetched.stdout
+
+
+def test_a_replaced_selection_artifact_never_reaches_the_pages_checkout(tmp_path: Path) -> None:
+    # A worker can replace the selection artifact (the runtime token uploads with overwrite), with any files in
+    # it. The pages job extracts it where the template's download step says, then runs git in the Pages checkout
+    # with its contents: write token in the environment: a `.git/config` planted there would survive `git init`
+    # and run its core.fsmonitor with that token. Extracted into a directory of its own, it reaches nothing.
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    steps = YAML(typ="safe").load((REPO / "workflows-templates" / "campaign.yml").read_text())["jobs"]["pages"]["steps"]
+    download = next(step for step in steps if str(step.get("uses", "")).startswith("actions/download-artifact@")
+                    and step["with"]["name"].endswith("-selection-${{ github.run_attempt }}"))
+    scripts = pages_scripts()
+    variables = {"REMOTE": f"file://{remote}", "BRANCH": "gh-pages", "TOKEN": "ghs_pages_sentinel_token",
+                 "HISTORY": "keep", "MESSAGE": "m"}
+    published, options, env = publication(tmp_path)
+    job = tmp_path / "job"
+    job.mkdir()
+    # The branch exists (git checks it out, which reads the index through core.fsmonitor).
+    first = tmp_path / "first"
+    first.mkdir()
+    assert run_script(scripts["fetch the Pages branch"], first, **variables).returncode == 0
+    assert pages(first, published, options, env, first / "testops-evidence-pages").exit_code == 0
+    assert run_script(scripts["push the Pages branch"], first, **variables).returncode == 0
+    extracted = job / download["with"].get("path", ".")
+    planted = extracted / "testops-evidence-pages" / ".git" / "config"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('[core]\n\tfsmonitor = "echo \\"$TOKEN\\" > ../stolen; false"\n')
+    (extracted / "testops-evidence-pages" / "planted.html").write_text("<script>alert(1)</script>")
+    fetched = run_script(scripts["fetch the Pages branch"], job, **variables)
+    assert fetched.returncode == 0, fetched.stderr
+    run = pages(job, published, options, env, job / "testops-evidence-pages")
+    assert run.exit_code == 0, run.summary
+    pushed = run_script(scripts["push the Pages branch"], job, **variables)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert not list(tmp_path.rglob("stolen"))
+    listing = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "gh-pages"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert "planted.html" not in listing and listing

@@ -171,9 +171,29 @@ def test_campaign_wiring() -> None:
     assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
     # pages reads select's compiled contract from the selection artifact, bound by the selection's digest.
     assert pages_step["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
-    downloads = [step["with"]["name"] for step in jobs["pages"]["steps"]
-                 if step.get("uses", "").startswith("actions/download-artifact@")]
-    assert "${{ inputs.artifact-prefix }}-selection-${{ github.run_attempt }}" in downloads
+    downloads = {step["with"]["name"]: step["with"].get("path") for step in jobs["pages"]["steps"]
+                 if step.get("uses", "").startswith("actions/download-artifact@")}
+    assert downloads["${{ inputs.artifact-prefix }}-selection-${{ github.run_attempt }}"] == "testops-evidence-selection"
+    assert pages_step["with"]["selection-path"] == "testops-evidence-selection/testops-evidence-selection.json"
+
+
+@pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
+def test_a_job_that_writes_downloads_each_artifact_into_a_directory_of_its_own(name: str) -> None:
+    """A worker can replace an artifact of its run (the runtime token uploads with overwrite): in a job that holds
+    a write permission, an artifact extracted into the workspace could plant files where that job's own steps
+    look (``testops-evidence-pages/.git/config`` before the step that runs git with a write token). Each is
+    extracted into a directory no other step of the job uses (download-artifact refuses paths that leave it)."""
+    for job_id, job in load(name)["jobs"].items():
+        if "write" not in set(job.get("permissions", {}).values()):
+            continue
+        paths = [str(step.get("with", {}).get("path", "")).rstrip("/") for step in job["steps"]
+                 if str(step.get("uses", "")).startswith("actions/download-artifact@")]
+        assert all(path not in ("", ".") and not path.startswith(("/", "..", "$")) for path in paths), (job_id, paths)
+        assert len(set(paths)) == len(paths), (job_id, paths)
+        for step in our_steps(job):
+            for key in ("pages-dir", "state-dir", "results-dir"):
+                given = str(step["with"].get(key, "")).rstrip("/")
+                assert given == "" or given not in paths, (job_id, key, given)
 
 
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:

@@ -112,6 +112,12 @@ class PhaseContext:
         from testops_evidence.evidence.compiled import load_compiled
 
         travelled = self.settings.string("selection-sha256")
+        if travelled is not None and self.mode == "pages":
+            # Optional to pages, whose phase never reads it: a typo is refused, not silently a parse. The phases
+            # that require it refuse a malformed one themselves.
+            from testops_evidence.evidence.selection import check_sha256
+
+            check_sha256(travelled)
         if travelled is None and self.mode == "cell":  # the variable the campaign template gives every case
             travelled = (self.env.get("TESTOPS_EVIDENCE_SELECTION_SHA256") or "").strip() or None
         try:

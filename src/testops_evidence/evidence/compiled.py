@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from testops_evidence.runner import PhaseContext
 
 SUFFIX = "-contract.json"
-# The compiled form of a contract within contract.CONTRACT_LIMIT (4 MiB of YAML) is at most a few times
-# that size (JSON quotes every key and string a YAML file may leave bare).
+# The compiled form of a contract within contract.CONTRACT_LIMIT (4 MiB of YAML) without aliases is at most a
+# few times that size (JSON quotes every key and string a YAML file may leave bare); aliases are expanded.
 COMPILED_LIMIT = 16 * 1024 * 1024
 # guard's receipt and its compiled form, in the state directory select shares when it runs in guard's job.
 GUARD_RECEIPT = "guard.json"
@@ -82,8 +82,9 @@ _last: list[tuple[Contract, bytes | None]] = []
 
 def compiled_bytes(contract: Contract) -> bytes | None:
     """The compiled form of a contract read from a YAML file: compact JSON, the file's key order kept,
-    UTF-8, a trailing newline. ``None`` for a JSON contract (its reader is fast) or a contract that was not
-    read from a file."""
+    UTF-8, a trailing newline. ``None`` for a JSON contract (its reader is fast), a contract that was not
+    read from a file, or one whose compiled form is over :data:`COMPILED_LIMIT` (aliases can make a small
+    YAML file a large document): no phase would read it, so none is written, and every phase parses."""
     if contract.file_sha256 is None or is_json_name(contract.source_path):
         return None
     if _last and _last[0][0] is contract:
@@ -92,7 +93,8 @@ def compiled_bytes(contract: Contract) -> bytes | None:
 
     try:
         text = json.dumps(contract.document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        data: bytes | None = (text + "\n").encode("utf-8")
+        encoded = (text + "\n").encode("utf-8")
+        data: bytes | None = encoded if len(encoded) <= COMPILED_LIMIT else None
     except ValueError:  # an infinite or NaN number: no strict JSON reader would read it back
         data = None
     _last[:] = [(contract, data)]

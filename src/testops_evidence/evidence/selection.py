@@ -155,8 +155,8 @@ def write_selection(path: str | os.PathLike[str], data: bytes) -> Path:
 def check_sha256(value: str | None, name: str = "selection-sha256") -> str:
     """A digest input must be exactly 64 lowercase hex characters (refuse ``input.<name>``)."""
     if value is None or not _SHA256.match(value):
-        raise Refusal(f"input.{name}", f"input {name} must be the 64-character lowercase hex SHA-256 that "
-                      "select output", field=name, expected="64 lowercase hex characters",
+        raise Refusal(f"input.{name}", f"input {name} must be a SHA-256 as the step that made it outputs it: "
+                      "64 lowercase hex characters", field=name, expected="64 lowercase hex characters",
                       actual=value if value is None or len(value) <= 80 else value[:77] + "...")
     return value
 

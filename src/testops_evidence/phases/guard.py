@@ -12,9 +12,8 @@ TestOps: with an explicit ``backend: testops`` the guard refuses (``guard.local_
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testops_evidence import summary
@@ -147,35 +146,27 @@ def _compiled_sha256(contract: Contract) -> str | None:
 
 def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, Any]) -> str:
     """Write the compiled contract (a YAML contract) and the receipt, each once; the SHA-256 of the receipt's
-    bytes. The same guard repeated (same run, same contract) finds its own files again, which is not a conflict;
-    another run's files are refused before anything is written beside them."""
+    bytes. The same guard repeated (same run, same contract) finds its own files again, byte for byte, which is
+    not a conflict; any other file under either name is refused before anything is written beside it, so the
+    bytes that hash to ``guard-sha256`` are always bytes this guard would write (evidence/compiled.py)."""
     receipt = pretty_json(document)
     compiled = compiled_bytes(contract)
-    wanted: list[tuple[str, bytes, Callable[[bytes], bool]]] = [(RECEIPT, receipt, lambda found: _same(found, receipt))]
-    if compiled is not None:
-        wanted.append((GUARD_COMPILED, compiled, lambda found: found == compiled))
+    wanted = [(RECEIPT, receipt)] + ([(GUARD_COMPILED, compiled)] if compiled is not None else [])
     ctx.state.ensure()
-    held: dict[str, bytes] = {}
-    for name, _data, same in wanted:
+    held: set[str] = set()
+    for name, data in wanted:
         path = ctx.state.receipt_path(name)
         if os.path.lexists(path):
-            held[name] = read_safe_path(path, limit=COMPILED_LIMIT)
-            if not same(held[name]):
-                raise Refusal("io.exists", f"{name} in the state directory records another run or contract",
+            if read_safe_path(path, limit=COMPILED_LIMIT) != data:
+                raise Refusal("io.exists", f"{name} in the state directory is not the one this guard writes (another run's, "
+                              "contract's or version's)",
                               field="state-dir", expected="no earlier guard receipt for another context",
                               actual=str(path), hint="Use a fresh `state-dir` for each run of the pipeline.")
-    for name, data, _same_as in wanted:
+            held.add(name)
+    for name, data in reversed(wanted):  # the receipt last: no receipt names a compiled form not yet written
         if name not in held:
             write_once(ctx.state.receipt_path(name), data)
-            held[name] = data
-    return sha256_bytes(held[RECEIPT])
-
-
-def _same(found: bytes, receipt: bytes) -> bool:
-    try:
-        return bool(json.loads(found) == json.loads(receipt))
-    except ValueError:  # not JSON, not UTF-8: not this guard's receipt
-        return False
+    return sha256_bytes(receipt)
 
 
 def _bindings(checks: Sequence[BindingCheck]) -> str:
