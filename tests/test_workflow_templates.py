@@ -509,7 +509,9 @@ def test_attest_is_off_by_default_and_signs_only_what_verify_wrote() -> None:
     # The artifact the publish job uploads is the one the attest job downloads, per run attempt.
     name = "${{ inputs.artifact-prefix }}-attestation-${{ github.run_attempt }}"
     assert THIRD_PARTY.match(upload["uses"]).group(2) == "upload-artifact"  # type: ignore[union-attr]
-    assert upload["with"]["name"] == name and upload["with"]["path"] == "testops-evidence-attestation/"
+    # The two files by name, never the folder: a replaced artifact extracted there leaves its other files behind.
+    assert upload["with"]["name"] == name and upload["with"]["path"].split() == [
+        "testops-evidence-attestation/publication.intoto.json", "testops-evidence-attestation/publication.predicate.json"]
     assert "steps.statement.outputs.statement-sha256 != ''" in upload["if"]
     download, check, sign = attest["steps"][:3]
     assert THIRD_PARTY.match(download["uses"]).group(2) == "download-artifact"  # type: ignore[union-attr]
