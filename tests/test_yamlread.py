@@ -259,11 +259,26 @@ def test_a_billion_laughs_is_refused_at_the_value_budget() -> None:
     ("x: " + "[" * 100 + "]" * 100, "nested deeper"),
     ("- " * 100 + "x", "nested deeper"),
     ("a: &a x\n" + "".join(f"k{i}: *a\n" for i in range(10_001)), "aliases"),
+    # 70 KB that expand to 19 MiB: a long value under a few hundred aliases (block and flow).
+    (f"a: &a {'a' * 65_000}\n" + "".join(f"k{i}: *a\n" for i in range(300)), "repeat more than"),
+    (f"a: &a {'a' * 65_000}\nb: [" + ", ".join(["*a"] * 300) + "]", "repeat more than"),
+    # ...and a map of long keys, anchored under a container, repeated by nested aliases.
+    ("a: &a {" + ", ".join(f"{'k' * 1000}{i}: x" for i in range(60)) + "}\nb: &b [" + ", ".join(["*a"] * 30) + "]\n"
+     + "".join(f"c{i}: *b\n" for i in range(10)), "repeat more than"),
 ])
 def test_each_limit_bites(text: str, message: str) -> None:
     with pytest.raises(YAMLProblem) as info:
         yamlread.load(text)
     assert message in info.value.message
+
+
+def test_aliases_within_the_budget_are_read_and_weighed_once_per_node() -> None:
+    # 10,000 cases that alias one 300-character check map: 3 million characters repeated, read.
+    checks = ", ".join(f"check-{i:03}-{'x' * 10}: behavior" for i in range(12))
+    text = f"common: &c {{{checks}}}\ncases:\n" + "".join(f"  - {{key: c{i}, checks: *c}}\n" for i in range(10_000))
+    document = yamlread.load(text)
+    assert len(document["cases"]) == 10_000 and document["cases"][-1]["checks"] is document["common"]
+    assert 2_000_000 < 10_000 * len(checks) < yamlread.MAX_ALIASED
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,9 +22,10 @@ several documents, complex keys (``? ``), merge keys (``<<``, YAML 1.1), anchors
 inside a flow sequence (``[a: 1]``), tabs in indentation, duplicate keys, control characters.
 
 **The budget** bites as the text is read: at most :data:`MAX_VALUES` values (aliases count what they
-expand to), :data:`MAX_DEPTH` levels, :data:`MAX_SCALAR` characters per scalar and
-:data:`MAX_ALIASES` aliases. Memory stays proportional to the input (no alias is copied: the value is
-shared), and time is linear in the input: any file under the contract's 4 MiB cap is read or refused
+expand to), :data:`MAX_DEPTH` levels, :data:`MAX_SCALAR` characters per scalar,
+:data:`MAX_ALIASES` aliases and :data:`MAX_ALIASED` characters repeated by aliases. Memory stays
+proportional to the input (no alias is copied: the value is shared; the characters an alias repeats are
+bounded because the contract's digest writes the document out in full), and time is linear in the input: any file under the contract's 4 MiB cap is read or refused
 in well under a second (benchmarks/yaml_load.py).
 
 :func:`load` returns the value or raises :class:`YAMLProblem`; :func:`problems` lists every problem it
@@ -44,6 +45,10 @@ MAX_VALUES = 300_000  # a 10,000-case contract holds about 150,000; 4 MiB of cas
 MAX_DEPTH = 64
 MAX_SCALAR = 64 * 1024
 MAX_ALIASES = 10_000
+# The characters all aliases together repeat: one alias of a long value is cheap to write and costly to expand
+# (300 aliases of a 64 KiB value made a 70 KB contract a 19 MiB document). A contract that aliases a 300-character
+# check map for each of 10,000 cases repeats 3 million.
+MAX_ALIASED = 4 * 1024 * 1024
 MAX_KEY = 1024  # YAML's own limit on an implicit key
 MAX_PROBLEMS = 20
 
@@ -154,6 +159,8 @@ class _Reader:
         self.path: list[Any] = []
         self.values = 0
         self.aliases = 0
+        self.aliased = 0  # characters the aliases so far repeat
+        self.weights: dict[int, int] = {}  # id of an anchored container (alive in the document) -> its weight
         self.anchors: dict[str, _Anchor] = {}
         self.text = text
         # significant() per line, computed once: the block reader asks about each line several times.
@@ -182,6 +189,31 @@ class _Reader:
         self.values += n
         if self.values > MAX_VALUES:
             self.fail(f"more than {MAX_VALUES:,} values (aliases count every value they repeat)", row, col)
+
+    def count_alias(self, target: _Anchor, row: int, col: int) -> None:
+        """An alias: one more of :data:`MAX_ALIASES`, every value it repeats, and every character (the
+        document is shared in memory, but its digest and its compiled form are written out in full)."""
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            self.fail(f"more than {MAX_ALIASES:,} aliases", row, col)
+        self.count_values(target.size, row, col)
+        self.aliased += self.weight(target.value)
+        if self.aliased > MAX_ALIASED:
+            self.fail(f"aliases that repeat more than {MAX_ALIASED:,} characters", row, col)
+
+    def weight(self, value: Any) -> int:
+        """The characters a value is written with (keys and strings; 1 for any other scalar), each container's
+        once: an anchored node is complete, and a node under several aliases is weighed once."""
+        if isinstance(value, str):
+            return len(value)
+        if not isinstance(value, (dict, list)):
+            return 1
+        known = self.weights.get(id(value))
+        if known is None:
+            known = (sum(len(key) + self.weight(item) for key, item in value.items()) if isinstance(value, dict)
+                     else sum(self.weight(item) for item in value))
+            self.weights[id(value)] = known
+        return known
 
     def mark(self, row: int, col: int) -> None:
         if self.where is not None:
@@ -521,10 +553,7 @@ class _Reader:
             target = self.anchors.get(name)
             if target is None:
                 self.fail(f"the alias *{name} names no anchor defined before it", row, col)
-            self.aliases += 1
-            if self.aliases > MAX_ALIASES:
-                self.fail(f"more than {MAX_ALIASES:,} aliases", row, col)
-            self.count_values(target.size, row, col)
+            self.count_alias(target, row, col)
             self.mark(row, col)
             self.end_of_line(row, match.end(), "after an alias")
             self.row = row + 1
@@ -787,10 +816,7 @@ class _Flow:
                 reader.fail("an alias that names no anchor defined before it", row, col)
             assert match is not None
             target = reader.anchors[match.group()]
-            reader.aliases += 1
-            if reader.aliases > MAX_ALIASES:
-                reader.fail(f"more than {MAX_ALIASES:,} aliases", row, col)
-            reader.count_values(target.size, row, col)
+            reader.count_alias(target, row, col)
             reader.mark(row, col)
             self.col = match.end()
             return target.value
