@@ -50,6 +50,10 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     summaries = sorted(p.name for p in (run_dir / "summaries").glob("*.md"))
     assert summaries == ["01-guard.md", "02-select.md", "03-export.md", "04-upload.md", "05-verify.md"]
     assert len(list((run_dir / "summaries" / "cells").glob("*.md"))) == 9
+    # The example contract (YAML) is parsed once, by guard: select and the phases after it build it compiled.
+    assert "| contract | compiled by guard, bound by digest |" in (run_dir / "summaries" / "02-select.md").read_text()
+    for name in ("03-export.md", "04-upload.md", "05-verify.md"):
+        assert "| contract | compiled by select, bound by digest |" in (run_dir / "summaries" / name).read_text(), name
     for name in summaries:
         assert (run_dir / "summaries" / name).read_text().splitlines()[0] in run.log
     # All statuses, on purpose: a behaviour failure, an infrastructure failure, a case never recorded.

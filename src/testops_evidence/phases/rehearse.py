@@ -139,7 +139,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
     guard = rehearsal.phase("guard", {**common, "local": "true"})
     if not guard.ok:
         return _stopped(rehearsal, guard)
-    select = rehearsal.phase("select", {**common, "selection-path": str(selection_path)})
+    # One state directory, as in the template's select job: select builds the contract guard compiled.
+    select = rehearsal.phase("select", {**common, "selection-path": str(selection_path),
+                                        "guard-sha256": guard.outputs.get("guard-sha256", "")})
     if not select.ok:
         return _stopped(rehearsal, select)
     cells = _cells(rehearsal, examples, contract_path, selection_path, select.outputs.get("selection-sha256", ""),
