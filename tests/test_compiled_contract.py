@@ -530,14 +530,15 @@ def test_guard_writes_no_compiled_form_for_a_json_contract(tmp_path: Path, monke
 
 
 def test_a_compiled_form_over_the_cap_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Aliases are expanded: 300 of one 64 KiB URL (a contract of 70 KB) compile to about 19 MiB, over the cap
-    # every reader applies. No phase could read it, so neither guard nor select writes it (a repeated guard would
-    # otherwise be refused for its own file), and select parses, as for any unusable compiled form.
-    url = "https://x/" + "a" * (64 * 1024 - 20)
-    text = EXAMPLE_CONTRACT.read_text().replace(
-        "  endpoint: https://acme.testops.cloud\n",
-        "  endpoint: https://acme.testops.cloud\n  job-urls:\n" + f'    - &u "{url}"\n' + "    - *u\n" * 300, 1)
-    assert len(text) < 100_000 and len(json.dumps(yaml_document(text))) > COMPILED_LIMIT
+    # A compiled form over the cap every reader applies could not be read, so neither guard nor select writes one
+    # (a repeated guard would otherwise be refused for its own file), and select parses, as for any unusable
+    # compiled form. The YAML reader's budgets now keep any contract under the 4 MiB file cap below it (aliases
+    # repeat at most 4 Mi characters; JSON at most doubles a character), so the cap is lowered to this contract.
+    from testops_evidence.evidence import compiled
+
+    text = EXAMPLE_CONTRACT.read_text()
+    size = len(json.dumps(yaml_document(text), ensure_ascii=False, separators=(",", ":")).encode()) + 1
+    monkeypatch.setattr(compiled, "COMPILED_LIMIT", size - 1)
     given = tmp_path / "given"
     given.mkdir()
     (given / "contract.yml").write_text(text)
@@ -732,3 +733,35 @@ def test_a_receipt_that_hashes_to_guard_sha256_but_binds_nothing_means_a_parse(
     run = phase("select", given, monkeypatch, **{"guard-sha256": sha256_bytes(receipt)})
     same_selection(run, phase("select", plain, monkeypatch))
     assert run.exit_code == 0 and f"compiled form not used: {why})" in run.log, run.log
+
+
+@pytest.mark.parametrize("version", ["0.1.0", None])
+def test_a_form_compiled_by_another_version_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        version: str | None) -> None:
+    # Another version's reader may parse the same bytes differently: its compiled form (recorded by a selection
+    # or a guard receipt of that version, or by none) is never used, and the phase parses the YAML itself.
+    from testops_evidence import __version__
+
+    digest = selected(tmp_path, monkeypatch)
+    selection = json.loads((tmp_path / "selection.json").read_bytes())
+    assert selection["contract-compiled-by"] == __version__
+    assert load_compiled(tmp_path / "contract.yml", tmp_path / "selection.json", digest)[0] is not None  # control
+    if version is None:
+        del selection["contract-compiled-by"]
+    else:
+        selection["contract-compiled-by"] = version
+    raw = canonical_json(selection)
+    (tmp_path / "selection.json").write_bytes(raw)
+    contract, why = load_compiled(tmp_path / "contract.yml", tmp_path / "selection.json", sha256_bytes(raw))
+    assert contract is None and why == f"compiled by another version of testops-evidence than {__version__}"
+
+    given = tmp_path / "guarded"
+    guard_digest = guarded(given, monkeypatch)
+    receipt = json.loads((given / "state/guard.json").read_bytes())
+    assert receipt["contract-compiled-by"] == __version__
+    receipt["contract-compiled-by"] = version
+    data = json.dumps(receipt).encode()
+    (given / "state/guard.json").write_bytes(data)
+    run = phase("select", given, monkeypatch, **{"guard-sha256": sha256_bytes(data)})
+    assert guard_digest != sha256_bytes(data) and run.exit_code == 0, run.summary
+    assert f"compiled form not used: compiled by another version of testops-evidence than {__version__}" in run.log

@@ -20,17 +20,17 @@ output of ``select``, outside every artifact: bytes that hash to it are the sele
 (SHA-256 is collision resistant), so F, K and C are the values ``select`` recorded. The contract file's
 bytes hash to F: they are the bytes ``select`` parsed, as YAML (``select`` records K only for a YAML
 contract). The compiled bytes hash to K: they are what ``select`` encoded from its parse of those bytes;
-the YAML reader is deterministic (and every job of a campaign runs the same version of the action, as the
-templates pin it), so this phase's parse of the same bytes gives the same document, in the same key order (which K binds too: a case's checks are listed in the contract's order). Validation runs
-again on it, so acceptance is decided as before. A worker — the party under evaluation, who may replace
+the YAML reader is deterministic and the selection records the version that parsed it
+(``contract-compiled-by``, which must be this phase's own), so this phase's parse of the same bytes gives the
+same document, in the same key order (which K binds too: a case's checks are listed in the contract's
+order). Validation runs again on it, so acceptance is decided as before. A worker — the party under evaluation, who may replace
 an artifact — cannot forge a compiled form: every one of its bytes is bound through K to a selection
 that must hash to the travelled digest, which it cannot change.
 
 In ``cell`` mode the digest comes from ``TESTOPS_EVIDENCE_SELECTION_SHA256``, a variable of the case command's
 own environment, so the argument above does not hold there — and need not: a cell is the worker's own output,
 which export checks again against a contract it builds by the argument above; the compiled form only saves
-the worker a parse. Nothing records which version of the action wrote the compiled form: the argument assumes
-the jobs of a campaign run one version (the templates pin it; a hand-written workflow should too).
+the worker a parse.
 
 ``guard`` parses the contract before there is a selection. It writes the same compiled form in its state
 directory (``guard-contract.json``) and records F, K and C in its receipt (``guard.json``), whose SHA-256 is its
@@ -166,7 +166,7 @@ def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[
 def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) -> tuple[Contract | None, str]:
     """The contract of a compiled file, when the digests of a bound document (the selection, guard's receipt)
     tie it to this contract file: the file's bytes (F), the compiled bytes (K) and the canonical contract (C)."""
-    from testops_evidence import strictjson
+    from testops_evidence import __version__, strictjson
     from testops_evidence.contract import CONTRACT_LIMIT, contract_from_document
     from testops_evidence.evidence.gate import read_document_bytes
     from testops_evidence.safeio import read_safe_path
@@ -175,6 +175,10 @@ def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) ->
     contract_sha256 = document.get("contract-sha256")
     if not all(isinstance(v, str) for v in (*recorded.values(), contract_sha256)):
         return None, f"the {_BINDER[by]} records no compiled contract"
+    # The argument below rests on this version's reader giving the same document: another version's parse
+    # (an older select, a workflow that mixes versions) is not used.
+    if document.get("contract-compiled-by") != __version__:
+        return None, f"compiled by another version of testops-evidence than {__version__}"
     # The contract file as load_contract reads it (it refuses a missing file first: so does the fallback).
     if not path.exists():
         return None, "no contract file"

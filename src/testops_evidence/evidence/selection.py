@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testops_evidence import __version__
 from testops_evidence.context import RunContext, check_same_run, job_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
@@ -115,6 +116,8 @@ def build_selection(
     compiled = compiled_bytes(contract)
     if compiled is not None:
         document["contract-compiled-sha256"] = sha256_bytes(compiled)
+        document["contract-compiled-by"] = __version__  # the reader that parsed it: a later phase of another
+        # version (whose reader may differ) parses the YAML itself
     if rerun_of is not None:
         document["rerun-of"] = dict(rerun_of)
     if compared:

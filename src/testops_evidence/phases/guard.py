@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from testops_evidence import summary
+from testops_evidence import __version__, summary
 from testops_evidence.context import (
     BindingCheck,
     RunContext,
@@ -28,7 +29,7 @@ from testops_evidence.context import (
 )
 from testops_evidence.contract import Contract
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.compiled import COMPILED_LIMIT, GUARD_COMPILED, GUARD_RECEIPT, compiled_bytes
+from testops_evidence.evidence.compiled import GUARD_COMPILED, GUARD_RECEIPT, compiled_bytes
 from testops_evidence.github_run import RunObject, request_policy
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import pretty_json, read_safe_path, sha256_bytes, write_once
@@ -129,6 +130,7 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
         # select, run next in this job with guard-sha256, builds the contract from it (evidence/compiled.py).
         "contract-file-sha256": contract.file_sha256,
         "contract-compiled-sha256": _compiled_sha256(contract),
+        "contract-compiled-by": __version__ if _compiled_sha256(contract) is not None else None,
         "backend": backend,
         "operation": operation,
         "target-sha": target_sha,
@@ -157,7 +159,7 @@ def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, An
     for name, data in wanted:
         path = ctx.state.receipt_path(name)
         if os.path.lexists(path):
-            if read_safe_path(path, limit=COMPILED_LIMIT) != data:
+            if not _holds(path, data):
                 raise Refusal("io.exists", f"{name} in the state directory is not the one this guard writes (another run's, "
                               "contract's or version's)",
                               field="state-dir", expected="no earlier guard receipt for another context",
@@ -167,6 +169,16 @@ def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, An
         if name not in held:
             write_once(ctx.state.receipt_path(name), data)
     return sha256_bytes(receipt)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at ``path`` (read safely: no link, a regular file) is exactly ``data``."""
+    try:
+        return read_safe_path(path, limit=len(data)) == data
+    except Refusal as exc:
+        if exc.code != "io.too_large":  # a link, a directory, a FIFO: refused as they are
+            raise
+        return False  # longer than this guard's bytes: another run's
 
 
 def _bindings(checks: Sequence[BindingCheck]) -> str:
