@@ -23,9 +23,9 @@ contract). The compiled bytes hash to K: they are what ``select`` encoded from i
 the YAML reader is deterministic and the selection records the version that parsed it
 (``contract-compiled-by``, which must be this phase's own), so this phase's parse of the same bytes gives the
 same document, in the same key order (which K binds too: a case's checks are listed in the contract's
-order). Validation runs again on it, so acceptance is decided as before. A worker — the party under evaluation, who may replace
-an artifact — cannot forge a compiled form: every one of its bytes is bound through K to a selection
-that must hash to the travelled digest, which it cannot change.
+order). Validation runs again on it, so acceptance is decided as before. A worker — the party under
+evaluation, who may replace an artifact — cannot forge a compiled form: every one of its bytes is bound
+through K to a selection that must hash to the travelled digest, which it cannot change.
 
 In ``cell`` mode the digest comes from ``TESTOPS_EVIDENCE_SELECTION_SHA256``, a variable of the case command's
 own environment, so the argument above does not hold there — and need not: a cell is the worker's own output,
@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 
 SUFFIX = "-contract.json"
 # The compiled form of a contract within contract.CONTRACT_LIMIT (4 MiB of YAML) without aliases is at most a
-# few times that size (JSON quotes every key and string a YAML file may leave bare); aliases are expanded.
+# few times that size (JSON quotes every key and string a YAML file may leave bare); aliases are expanded, within
+# the reader's budget (yamlread.MAX_ALIASED characters).
 COMPILED_LIMIT = 16 * 1024 * 1024
 # guard's receipt and its compiled form, in the state directory select shares when it runs in guard's job.
 GUARD_RECEIPT = "guard.json"
