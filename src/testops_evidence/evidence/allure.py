@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from testops_evidence import md
@@ -56,7 +56,9 @@ class Binding:
     testops: Mapping[str, Any] | None
     profile: Mapping[str, str]
 
-    @property
+    # The run's fields are read for every result (10,000 of them in a large export) and never change during one:
+    # each is made once per export.
+    @cached_property
     def server_url(self) -> str:
         return str(self.context["server-url"]).rstrip("/")
 
@@ -68,13 +70,23 @@ class Binding:
     def head_sha(self) -> str:
         return str(self.context["head-sha"])
 
-    @property
+    @cached_property
     def run_url(self) -> str:
         return str(self.context["run-url"])
 
-    @property
+    @cached_property
     def commit_url(self) -> str:
         return f"{self.server_url}/{self.repository}/commit/{self.head_sha}"
+
+    @cached_property
+    def profile_items(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.profile.items()))
+
+    @cached_property
+    def label_values(self) -> tuple[str, str, str]:
+        """The host of a cell that names none, the thread's prefix and the profile tag: the same for every result."""
+        return ("local" if self.local else "github-actions",
+                f"{self.context.get('run-id')}.{self.context.get('run-attempt')}/", f"profile:{self.profile.get('id')}")
 
     @property
     def local(self) -> bool:
@@ -84,7 +96,7 @@ class Binding:
     def markdown(self) -> tuple[str, str, str]:
         """The campaign, the profile and the run line of every result's description, rendered once per export
         (the same for every result: 10,000 renderings were a tenth of a large export)."""
-        profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(self.profile.items())))
+        profile = md.text(", ".join(f"{k}={v}" for k, v in self.profile_items))
         run_line = f"Evaluated commit {md.code(self.head_sha)} in run {md.link(md.code(self.run_url), self.run_url)}."
         return md.text(self.campaign), profile, run_line
 
@@ -160,14 +172,15 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None,
         labels += [{"name": "ALLURE_ID", "value": str(case.testops_id)},
                    {"name": "AS_ID", "value": str(case.testops_id)}]
     host = cell.document.get("host") if cell is not None else None
+    no_host, thread, profile_tag = binding.label_values
     labels += [
         {"name": "parentSuite", "value": binding.campaign},
         {"name": "suite", "value": f"{case.lane} lane"},
         {"name": "framework", "value": FRAMEWORK},
-        {"name": "host", "value": str(host) if host else ("local" if binding.local else "github-actions")},
-        {"name": "thread", "value": f"{binding.context.get('run-id')}.{binding.context.get('run-attempt')}/{case.key}"},
+        {"name": "host", "value": str(host) if host else no_host},
+        {"name": "thread", "value": f"{thread}{case.key}"},
         {"name": "tag", "value": binding.campaign},
-        {"name": "tag", "value": f"profile:{binding.profile.get('id')}"},
+        {"name": "tag", "value": profile_tag},
         {"name": "tag", "value": f"lane:{case.lane}"},
     ]
     if binding.local:
@@ -185,9 +198,7 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None,
 
 def _parameters(binding: Binding, cell: CellResult | None, evidence_sha256: str,
                 trial: str | None = None) -> list[dict[str, Any]]:
-    params: list[dict[str, Any]] = [
-        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
-    ]
+    params: list[dict[str, Any]] = [{"name": f"profile.{key}", "value": value} for key, value in binding.profile_items]
     params.append({"name": "source sha", "value": binding.head_sha})
     # Excluded parameters do not change historyId: they identify this attempt (and trial) and its evidence,
     # and let a reader find the result's entry in the launch-level evidence bundle that upload sends to
@@ -204,14 +215,14 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
                  trial: int | None = None) -> str:
     # Markdown (Allure and TestOps render it): every value from a contract, a run or a worker goes through md.
     campaign, profile, run_line = binding.markdown
-    lines = [f"Campaign **{campaign}**, case {md.code(case.key)} ({md.text(case.lane)} lane), profile {profile}.",
+    lines = [f"Campaign **{campaign}**, case {md.code(case.key)} ({_few_text(case.lane)} lane), profile {profile}.",
              run_line]
     if trial is not None:
         lines.append(f"Trial {trial} of {case.trials.count}: one measurement of the case. The case's result is "
-                     f"its verdict over all trials (policy {md.text(case.trials.policy())}); this trial is shown "
+                     f"its verdict over all trials (policy {_few_text(case.trials.policy())}); this trial is shown "
                      "among its retries.")
     if cell is not None:
-        lines.append(f"Attempt {md.code(cell.attempt_id)} ({md.text(cell.origin)}, cell sha256 "
+        lines.append(f"Attempt {md.code(cell.attempt_id)} ({_few_text(cell.origin)}, cell sha256 "
                      f"{md.code(cell.sha256)}).")
         if cell.provenance is not None:
             lines.append(_remote_line(binding, cell.provenance))
@@ -220,6 +231,13 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
     if binding.local:
         lines.append("Local rehearsal: this evidence can never be published to TestOps.")
     return "\n\n".join(lines)
+
+
+@lru_cache(maxsize=256)
+def _few_text(value: str) -> str:
+    """:func:`md.text` of a value of few distinct values (a lane, an origin, a trial policy), rendered once each
+    rather than once per result."""
+    return md.text(value)
 
 
 def remote_run_url(binding: Binding, provenance: Mapping[str, Any]) -> str:
@@ -358,9 +376,7 @@ def verdict_result_document(
         if trial.verdict.message is not None:
             step["statusDetails"] = {"message": trial.verdict.message}
         steps.append(step)
-    params: list[dict[str, Any]] = [
-        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
-    ]
+    params: list[dict[str, Any]] = [{"name": f"profile.{key}", "value": value} for key, value in binding.profile_items]
     params += [
         {"name": "source sha", "value": binding.head_sha},
         {"name": "trials", "value": f"{outcome.count('passed')} of {case.trials.count} passed", "excluded": True},
