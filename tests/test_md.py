@@ -268,3 +268,10 @@ def test_every_ascii_character_takes_the_path_its_translation_needs() -> None:
         char = chr(code)
         assert (md._code_source(char) is char) == (char.translate(md._CODE_TABLE) == char), repr(char)
         assert (md._text_source(char) is char) == (char.translate(md._TEXT_TABLE) == char), repr(char)
+
+
+@given(st.lists(st.tuples(HOSTILE, HOSTILE), max_size=12), st.integers(min_value=0, max_value=8))
+def test_a_table_told_of_rows_left_out_reads_as_one_given_them_all(rows: list[tuple[str, str]], limit: int) -> None:
+    # export renders only the rows a summary table shows and says how many more there were
+    assert md.table(("a", "b"), rows[:limit], limit=limit, more=max(len(rows) - limit, 0)) == \
+        md.table(("a", "b"), rows, limit=limit)

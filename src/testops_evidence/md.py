@@ -196,10 +196,11 @@ def cell(value: Any) -> str:
     return shown.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, limit: int = 1000) -> Markdown:
-    """A Markdown table; past ``limit`` rows a line says how many were left out."""
+def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, limit: int = 1000, more: int = 0) -> Markdown:
+    """A Markdown table; past ``limit`` rows a line says how many were left out. ``more``: rows the caller left
+    out already (it need not render 10,000 rows for the table to count 9,000 of them), counted with those."""
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    left_out = 0
+    left_out = more
     for index, row in enumerate(rows):
         if index >= limit:
             left_out += 1
