@@ -168,6 +168,12 @@ class CellResult:
         return parse_time(self.document["finished-at"], "finished-at")
 
     def checks(self) -> dict[str, Mapping[str, Any]]:
+        """The cell's checks by id (built once per cell: the verdict, the evidence and the result's steps each ask;
+        the caller must not change the mapping)."""
+        return self._checks
+
+    @once
+    def _checks(self) -> dict[str, Mapping[str, Any]]:
         return {str(c["id"]): c for c in self.document["checks"]}
 
     def usage(self) -> dict[str, Figure]:
