@@ -426,7 +426,7 @@ def _content(item: CellFile, document: Any, case: Case, binding: Binding) -> Cel
                           expected=binding.run_attempt if policy != "any" else f"<= {binding.run_attempt}",
                           actual=measured)
     check_binding(cell, case)
-    verdict(BoundCell(cell), case)  # export.unsupported_pass
+    failed_checks(cell, case)  # export.unsupported_pass (the verdict itself is made once, by case_outcome)
     return cell
 
 
@@ -540,6 +540,18 @@ class Verdict:
     code: str | None = None  # invalid_cell: the refusal that made the case broken
 
 
+def failed_checks(cell: CellResult, case: Case) -> tuple[str, ...]:
+    """The contract checks the cell failed, in contract order; a cell that says passed with any of them failed is
+    refused (``export.unsupported_pass``)."""
+    checks = cell.checks()
+    failed = tuple(check_id for check_id in case.checks if not checks[check_id]["passed"])
+    if failed and cell.disposition == PASSED:
+        raise Refusal("export.unsupported_pass", f"cell {cell.source} says passed, but checks failed: "
+                      f"{', '.join(failed)}", field=f"{case.key}/checks", expected="every check passed",
+                      actual=list(failed))
+    return failed
+
+
 def verdict(bound: BoundCell | None, case: Case, trial: int | None = None) -> Verdict:
     """The Allure status of a selected case (or of one of its trials), with a specific message per reason."""
     what = f"trial {trial} of {case.trials.count} of the selected case" if trial is not None else "the selected case"
@@ -555,13 +567,8 @@ def verdict(bound: BoundCell | None, case: Case, trial: int | None = None) -> Ve
                        "this run; every other case is exported as measured.", code=refusal.code)
     cell = bound.cell
     assert cell is not None
-    checks = cell.checks()
-    failed = tuple(check_id for check_id in case.checks if not checks[check_id]["passed"])
+    failed = failed_checks(cell, case)
     if cell.disposition == PASSED:
-        if failed:
-            raise Refusal("export.unsupported_pass", f"cell {cell.source} says passed, but checks failed: "
-                          f"{', '.join(failed)}", field=f"{case.key}/checks", expected="every check passed",
-                          actual=list(failed))
         return Verdict("passed", PASSED, None)
     failed_infra = tuple(c for c in failed if case.checks[c] == "infrastructure")
     failed_behavior = tuple(c for c in failed if case.checks[c] == "behavior")
