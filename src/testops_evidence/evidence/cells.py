@@ -475,10 +475,13 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
     for case in binding.selected:
         for trial in range(1, case.trials.count + 1):
             unit = (case.key, trial)
-            what = f"case {case.key!r}" if case.trials.count == 1 else f"trial {trial} of case {case.key!r}"
             good, bad = accepted.get(unit, []), rejected.get(unit, [])
             if not good and not bad:
                 continue
+            if len(good) == 1 and not bad:  # the common case: one cell, admitted
+                bound[unit] = BoundCell(good[0])
+                continue
+            what = f"case {case.key!r}" if case.trials.count == 1 else f"trial {trial} of case {case.key!r}"
             if len(good) + len(bad) > 1 and binding.run_attempts != "any":
                 sources = sorted([c.source for c in good] + [r.source for r in bad])
                 raise Refusal("export.duplicate_cell", f"{what} has {len(sources)} cell results; the trust "
@@ -487,9 +490,6 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
             if bad:
                 # Fail closed: an attempt whose content cannot be judged is never outranked by another attempt.
                 bound[unit] = BoundCell(None, (), bad[0])
-                continue
-            if len(good) == 1:
-                bound[unit] = BoundCell(good[0])
                 continue
             ordered = sorted(good, key=lambda c: c.finished)
             latest, runner_up = ordered[-1], ordered[-2]
