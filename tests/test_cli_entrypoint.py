@@ -383,3 +383,14 @@ def test_a_worker_command_line_is_parsed_without_argparse() -> None:
     for unusual in (["verify-selection", "--selection-p", "x"], ["verify-selection", "--help"],
                     ["verify-selection", "--github-token=t"], ["verify-selection", "--contract", "-x"]):
         assert cli.parse_simple(unusual) is None  # left to argparse: an abbreviation, help, a secret, a dash
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=16, max_size=16))
+def test_a_result_name_is_the_uuid4_of_its_random_bytes(random: bytes) -> None:
+    import uuid
+
+    from testops_evidence.runner import uuid4_text
+
+    assert uuid4_text(random) == str(uuid.UUID(bytes=random, version=4))
+    assert uuid.UUID(uuid4_text(random)).version == 4

@@ -20,6 +20,7 @@ from testops_evidence.safeio import (
     SafeRoot,
     StateDir,
     canonical_json,
+    canonical_text,
     ensure_private_dir,
     open_safe,
     parse_json_bytes,
@@ -589,6 +590,7 @@ def test_canonical_json_is_json_dumps(value: Any) -> None:
 
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
     assert canonical_json(value) == expected.encode("utf-8")
+    assert canonical_text(value) + "\n" == expected  # the selection's row lengths are counted in this text
 
 
 def test_canonical_json_refuses_what_json_dumps_refuses() -> None:

@@ -65,7 +65,25 @@ def _visible_controls() -> dict[int, str]:
 _CODE_TABLE = _visible_controls()
 # The characters that start an inline construct anywhere in a line: code spans, emphasis, links and
 # images, raw HTML and autolinks, entities, strikethrough, table pipes, GitHub's math, backslash itself.
-_TEXT_TABLE = {**_CODE_TABLE, **{ord(c): "\\" + c for c in "\\`*_[]<>!&~|$"}}
+_TEXT_SPECIAL = "\\`*_[]<>!&~|$"
+_TEXT_TABLE = {**_CODE_TABLE, **{ord(c): "\\" + c for c in _TEXT_SPECIAL}}
+# The ASCII characters either table changes are the C0 controls and DEL, exactly the ASCII characters that are not
+# printable, and (text) these: a printable ASCII value without them translates to itself, and is passed through
+# without the per-character table lookups of str.translate (an export renders 50,000 spans; the common value is
+# an identifier, a digest or a lane name). tests/test_md.py holds the fast path to the translation.
+_TEXT_SPECIAL_SET = frozenset(_TEXT_SPECIAL)
+
+
+def _code_source(source: str) -> str:
+    return source if source.isascii() and source.isprintable() else source.translate(_CODE_TABLE)
+
+
+def _text_source(source: str) -> str:
+    if source.isascii() and source.isprintable() and _TEXT_SPECIAL_SET.isdisjoint(source):
+        return source
+    return source.translate(_TEXT_TABLE)
+
+
 # Characters that start a block only at the beginning of a line (heading, list, setext underline, quote).
 _BLOCK_START = frozenset("#+-=>")
 
@@ -78,7 +96,7 @@ def _clip(value: str, limit: int | None) -> str:
 
 def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     """``value`` (stringified) verbatim in an inline code span; ``(empty)`` for an empty string."""
-    source = _clip(value if isinstance(value, str) else str(value), limit).translate(_CODE_TABLE)
+    source = _code_source(_clip(value if isinstance(value, str) else str(value), limit))
     if not source:
         return Markdown("(empty)")
     longest = run = 0
@@ -99,7 +117,7 @@ def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
 def text(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     """``value`` (stringified) as plain inline text: nothing in it is Markdown or HTML."""
     source = _clip(value if isinstance(value, str) else str(value), limit)
-    escaped = source.translate(_TEXT_TABLE)
+    escaped = _text_source(source)
     if "@" in escaped:
         escaped = _defuse_at(escaped)
     if "://" in escaped:
@@ -178,10 +196,11 @@ def cell(value: Any) -> str:
     return shown.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, limit: int = 1000) -> Markdown:
-    """A Markdown table; past ``limit`` rows a line says how many were left out."""
+def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, limit: int = 1000, more: int = 0) -> Markdown:
+    """A Markdown table; past ``limit`` rows a line says how many were left out. ``more``: rows the caller left
+    out already (it need not render 10,000 rows for the table to count 9,000 of them), counted with those."""
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    left_out = 0
+    left_out = more
     for index, row in enumerate(rows):
         if index >= limit:
             left_out += 1

@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from testops_evidence.errors import Refusal  # imported by every start already (safeio); no cost here
+
 # 64-bit: TestOps ids are Java longs, Allure times are epoch milliseconds, GitHub ids fit; a value past
 # this range has no consumer that reads it as the same number.
 INT_MIN = -(2**63)
@@ -141,8 +143,6 @@ def loads(data: bytes | str) -> Any:
 def load_document(data: bytes | str, what: str, code: str) -> Any:
     """:func:`loads`, refusing with ``code``: the message names the problem, its line and column, and
     the field is the problem's JSON pointer."""
-    from testops_evidence.errors import Refusal
-
     try:
         return loads(data)
     except JSONProblem as problem:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from testops_evidence import md
@@ -56,7 +56,9 @@ class Binding:
     testops: Mapping[str, Any] | None
     profile: Mapping[str, str]
 
-    @property
+    # The run's fields are read for every result (10,000 of them in a large export) and never change during one:
+    # each is made once per export.
+    @cached_property
     def server_url(self) -> str:
         return str(self.context["server-url"]).rstrip("/")
 
@@ -68,13 +70,23 @@ class Binding:
     def head_sha(self) -> str:
         return str(self.context["head-sha"])
 
-    @property
+    @cached_property
     def run_url(self) -> str:
         return str(self.context["run-url"])
 
-    @property
+    @cached_property
     def commit_url(self) -> str:
         return f"{self.server_url}/{self.repository}/commit/{self.head_sha}"
+
+    @cached_property
+    def profile_items(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.profile.items()))
+
+    @cached_property
+    def label_values(self) -> tuple[str, str, str]:
+        """The host of a cell that names none, the thread's prefix and the profile tag: the same for every result."""
+        return ("local" if self.local else "github-actions",
+                f"{self.context.get('run-id')}.{self.context.get('run-attempt')}/", f"profile:{self.profile.get('id')}")
 
     @property
     def local(self) -> bool:
@@ -84,7 +96,7 @@ class Binding:
     def markdown(self) -> tuple[str, str, str]:
         """The campaign, the profile and the run line of every result's description, rendered once per export
         (the same for every result: 10,000 renderings were a tenth of a large export)."""
-        profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(self.profile.items())))
+        profile = md.text(", ".join(f"{k}={v}" for k, v in self.profile_items))
         run_line = f"Evaluated commit {md.code(self.head_sha)} in run {md.link(md.code(self.run_url), self.run_url)}."
         return md.text(self.campaign), profile, run_line
 
@@ -94,8 +106,8 @@ class Binding:
 
     @cached_property
     def _context_row(self) -> dict[str, Any]:
-        keys = ("repository", "run-id", "run-attempt", "run-number", "workflow-path", "workflow-ref", "head-sha",
-                "branch", "event", "server-url", "run-url", "local")
+        keys = ("branch", "event", "head-sha", "local", "repository", "run-attempt", "run-id", "run-number", "run-url",
+                "server-url", "workflow-path", "workflow-ref")  # in canonical order (see result_document)
         return {k: self.context[k] for k in keys if k in self.context}
 
 
@@ -126,29 +138,30 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
             "artifacts": list(cell.document.get("artifacts", [])),
             "inputs": [{"path": p, "sha256": s} for p, s in cell.inputs],
         }
+    # Keys in canonical order (see _result).
     document: dict[str, Any] = {
-        "schema": EVIDENCE_SCHEMA,
-        "campaign": binding.campaign,
-        "selection-sha256": binding.selection_sha256,
-        "contract-sha256": binding.contract_sha256,
         "backend": binding.backend,
-        "context": binding.context_row(),
-        "testops": dict(binding.testops) if binding.testops is not None else None,
-        "profile": dict(binding.profile),
+        "campaign": binding.campaign,
         "case": case.row(),
-        "status": verdict.status,
+        "cell": cell_part,
+        "context": binding.context_row(),
+        "contract-sha256": binding.contract_sha256,
+        "profile": dict(binding.profile),
         "reason": verdict.reason,
         "recorded": cell_part is not None,
-        "cell": cell_part,
         "rejected-cell": rejected,
+        "schema": EVIDENCE_SCHEMA,
+        "selection-sha256": binding.selection_sha256,
+        "status": verdict.status,
         "superseded": [c.summary_row() for c in bound.superseded] if bound is not None else [],
+        "testops": dict(binding.testops) if binding.testops is not None else None,
     }
-    if verdict.code is not None:
-        document["code"] = verdict.code
     if trial is not None:
         document["trial"] = trial
     if trials is not None:
         document["trials"] = dict(trials)
+    if verdict.code is not None:
+        document["code"] = verdict.code
     return document
 
 
@@ -160,14 +173,15 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None,
         labels += [{"name": "ALLURE_ID", "value": str(case.testops_id)},
                    {"name": "AS_ID", "value": str(case.testops_id)}]
     host = cell.document.get("host") if cell is not None else None
+    no_host, thread, profile_tag = binding.label_values
     labels += [
         {"name": "parentSuite", "value": binding.campaign},
         {"name": "suite", "value": f"{case.lane} lane"},
         {"name": "framework", "value": FRAMEWORK},
-        {"name": "host", "value": str(host) if host else ("local" if binding.local else "github-actions")},
-        {"name": "thread", "value": f"{binding.context.get('run-id')}.{binding.context.get('run-attempt')}/{case.key}"},
+        {"name": "host", "value": str(host) if host else no_host},
+        {"name": "thread", "value": f"{thread}{case.key}"},
         {"name": "tag", "value": binding.campaign},
-        {"name": "tag", "value": f"profile:{binding.profile.get('id')}"},
+        {"name": "tag", "value": profile_tag},
         {"name": "tag", "value": f"lane:{case.lane}"},
     ]
     if binding.local:
@@ -185,18 +199,16 @@ def _labels(binding: Binding, case: Case, cell: CellResult | None,
 
 def _parameters(binding: Binding, cell: CellResult | None, evidence_sha256: str,
                 trial: str | None = None) -> list[dict[str, Any]]:
-    params: list[dict[str, Any]] = [
-        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
-    ]
+    params: list[dict[str, Any]] = [{"name": f"profile.{key}", "value": value} for key, value in binding.profile_items]
     params.append({"name": "source sha", "value": binding.head_sha})
     # Excluded parameters do not change historyId: they identify this attempt (and trial) and its evidence,
     # and let a reader find the result's entry in the launch-level evidence bundle that upload sends to
     # TestOps. A trial must keep the case's history id: that is what makes it one of the case's retries.
     if trial is not None:
-        params.append({"name": "trial", "value": trial, "excluded": True})
-    params.append({"name": "attempt", "value": cell.attempt_id if cell is not None else "not recorded",
-                   "excluded": True})
-    params.append({"name": "evidence sha256", "value": evidence_sha256, "excluded": True})
+        params.append({"excluded": True, "name": "trial", "value": trial})
+    params.append({"excluded": True, "name": "attempt",
+                   "value": cell.attempt_id if cell is not None else "not recorded"})
+    params.append({"excluded": True, "name": "evidence sha256", "value": evidence_sha256})
     return params
 
 
@@ -204,14 +216,14 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
                  trial: int | None = None) -> str:
     # Markdown (Allure and TestOps render it): every value from a contract, a run or a worker goes through md.
     campaign, profile, run_line = binding.markdown
-    lines = [f"Campaign **{campaign}**, case {md.code(case.key)} ({md.text(case.lane)} lane), profile {profile}.",
+    lines = [f"Campaign **{campaign}**, case {md.code(case.key)} ({_few_text(case.lane)} lane), profile {profile}.",
              run_line]
     if trial is not None:
         lines.append(f"Trial {trial} of {case.trials.count}: one measurement of the case. The case's result is "
-                     f"its verdict over all trials (policy {md.text(case.trials.policy())}); this trial is shown "
+                     f"its verdict over all trials (policy {_few_text(case.trials.policy())}); this trial is shown "
                      "among its retries.")
     if cell is not None:
-        lines.append(f"Attempt {md.code(cell.attempt_id)} ({md.text(cell.origin)}, cell sha256 "
+        lines.append(f"Attempt {md.code(cell.attempt_id)} ({_few_text(cell.origin)}, cell sha256 "
                      f"{md.code(cell.sha256)}).")
         if cell.provenance is not None:
             lines.append(_remote_line(binding, cell.provenance))
@@ -220,6 +232,13 @@ def _description(binding: Binding, case: Case, cell: CellResult | None, supersed
     if binding.local:
         lines.append("Local rehearsal: this evidence can never be published to TestOps.")
     return "\n\n".join(lines)
+
+
+@lru_cache(maxsize=256)
+def _few_text(value: str) -> str:
+    """:func:`md.text` of a value of few distinct values (a lane, an origin, a trial policy), rendered once each
+    rather than once per result."""
+    return md.text(value)
 
 
 def remote_run_url(binding: Binding, provenance: Mapping[str, Any]) -> str:
@@ -241,18 +260,21 @@ def _steps(case: Case, cell: CellResult | None, start: int, stop: int) -> list[d
     steps = []
     checks = cell.checks() if cell is not None else {}
     for check_id, kind in case.checks.items():
-        step: dict[str, Any] = {"name": f"{check_id} ({kind})", "stage": "finished", "start": start, "stop": stop,
-                                "steps": [], "attachments": [], "parameters": []}
         check = checks.get(check_id)
+        details: dict[str, Any] | None = None
         if check is None:
-            step["status"] = "skipped"
-            step["statusDetails"] = {"message": "not recorded"}
+            status = "skipped"
+            details = {"message": "not recorded"}
         elif check["passed"]:
-            step["status"] = "passed"
+            status = "passed"
         else:
-            step["status"] = "broken" if kind == "infrastructure" else "failed"
+            status = "broken" if kind == "infrastructure" else "failed"
         if check is not None and check.get("message"):
-            step.setdefault("statusDetails", {})["message"] = str(check["message"])
+            details = {"message": str(check["message"])}
+        step = {"attachments": [], "name": f"{check_id} ({kind})", "parameters": [], "stage": "finished",
+                "start": start, "status": status, "steps": [], "stop": stop}
+        if details is not None:
+            step["statusDetails"] = details
         steps.append(step)
     return steps
 
@@ -275,43 +297,50 @@ def result_document(
     cell = bound.cell if bound is not None else None
     superseded = len(bound.superseded) if bound is not None else 0
     start, stop = result_times(bound, now_ms)
+    links = [
+        {"name": "CI run", "type": "link", "url": binding.run_url},
+        {"name": "Evaluated commit", "type": "link", "url": binding.commit_url},
+        *([{"name": "Remote run", "type": "link", "url": remote_run_url(binding, cell.provenance)}]
+          if cell is not None and cell.provenance is not None else []),
+    ]
+    return _result(uuid, binding, case, verdict.status, verdict.message,
+                   _description(binding, case, cell, superseded, trial), start, stop,
+                   labels=_labels(binding, case, cell, usage),
+                   parameters=_parameters(binding, cell, evidence_sha256,
+                                          None if trial is None else f"{trial} of {case.trials.count}"),
+                   links=links, steps=_steps(case, cell, start, stop))
+
+
+def _result(uuid: str, binding: Binding, case: Case, status: str, message: str | None, description: str, start: int,
+            stop: int, *, labels: list[dict[str, str]], parameters: list[dict[str, Any]],
+            links: list[dict[str, str]], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A result document. ``historyId`` and ``testCaseId`` are what make it one of its case's: the ids Allure and
+    TestOps group results by (a trial and its case's verdict share them).
+
+    Its keys, and those of the objects in it, are written in the order canonical JSON puts them in: the encoder
+    sorts every object's keys, and a sorted list sorts in one pass (keys in any other order cost about a tenth of
+    encoding 20,000 documents). An optional key is added last: one key out of place is one binary insertion,
+    where unpacking it into the literal would build the object piece by piece. The bytes do not depend on it."""
     result: dict[str, Any] = {
-        **_result_head(uuid, binding, case, verdict.status, _description(binding, case, cell, superseded, trial),
-                    start, stop),
-        "labels": _labels(binding, case, cell, usage),
-        "parameters": _parameters(binding, cell, evidence_sha256,
-                                  None if trial is None else f"{trial} of {case.trials.count}"),
-        "links": [
-            {"name": "CI run", "url": binding.run_url, "type": "link"},
-            {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
-            *([{"name": "Remote run", "url": remote_run_url(binding, cell.provenance), "type": "link"}]
-              if cell is not None and cell.provenance is not None else []),
-        ],
-        "steps": _steps(case, cell, start, stop),
-        "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
-                         "type": "application/json"}],
-    }
-    if verdict.message is not None:
-        result["statusDetails"] = {"message": verdict.message}
-    return result
-
-
-def _result_head(uuid: str, binding: Binding, case: Case, status: str, description: str, start: int,
-                 stop: int) -> dict[str, Any]:
-    """What makes a result one of its case's: the ids Allure and TestOps group results by (a trial and its
-    case's verdict share them), the case's names, the status and the times."""
-    return {
-        "uuid": uuid,
-        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
-        "testCaseId": derive_test_case_id(binding.campaign, case.key),
-        "name": case.title,
-        "fullName": case.full_name,
-        "status": status,
-        "stage": "finished",
+        "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}", "type": "application/json"}],
         "description": description,
+        "fullName": case.full_name,
+        "historyId": derive_history_id(binding.campaign, case.key, str(binding.profile.get("id"))),
+        "labels": labels,
+        "links": links,
+        "name": case.title,
+        "parameters": parameters,
+        "stage": "finished",
         "start": start,
+        "status": status,
+        "steps": steps,
         "stop": stop,
+        "testCaseId": derive_test_case_id(binding.campaign, case.key),
+        "uuid": uuid,
     }
+    if message is not None:
+        result["statusDetails"] = {"message": message}
+    return result
 
 
 def result_times(bound: BoundCell | None, now_ms: int) -> tuple[int, int]:
@@ -351,22 +380,21 @@ def verdict_result_document(
         cell = trial.bound.cell if trial.bound is not None else None
         t_start, t_stop = result_times(trial.bound, now_ms)
         step: dict[str, Any] = {
+            "attachments": [],
             "name": f"trial {trial.trial} of {case.trials.count}"
                     + (f" (attempt {cell.attempt_id})" if cell is not None else ""),
-            "status": trial.verdict.status, "stage": "finished", "start": t_start, "stop": t_stop,
-            "steps": _steps(case, cell, t_start, t_stop), "attachments": [], "parameters": []}
+            "parameters": [], "stage": "finished", "start": t_start, "status": trial.verdict.status,
+            "steps": _steps(case, cell, t_start, t_stop), "stop": t_stop}
         if trial.verdict.message is not None:
             step["statusDetails"] = {"message": trial.verdict.message}
         steps.append(step)
-    params: list[dict[str, Any]] = [
-        {"name": f"profile.{key}", "value": value} for key, value in sorted(binding.profile.items())
-    ]
+    params: list[dict[str, Any]] = [{"name": f"profile.{key}", "value": value} for key, value in binding.profile_items]
     params += [
         {"name": "source sha", "value": binding.head_sha},
-        {"name": "trials", "value": f"{outcome.count('passed')} of {case.trials.count} passed", "excluded": True},
-        {"name": "verdict policy", "value": case.trials.policy(), "excluded": True},
-        {"name": "pass rate", "value": rate_value, "excluded": True},
-        {"name": "evidence sha256", "value": evidence_sha256, "excluded": True},
+        {"excluded": True, "name": "trials", "value": f"{outcome.count('passed')} of {case.trials.count} passed"},
+        {"excluded": True, "name": "verdict policy", "value": case.trials.policy()},
+        {"excluded": True, "name": "pass rate", "value": rate_value},
+        {"excluded": True, "name": "evidence sha256", "value": evidence_sha256},
     ]
     profile = md.text(", ".join(f"{k}={v}" for k, v in sorted(binding.profile.items())))
     description = "\n\n".join([
@@ -377,21 +405,10 @@ def verdict_result_document(
         f"{case.trials.required} passed trials). {md.text(outcome.rate_text())}. Each trial is one retry of this "
         "result, with its own evidence.",
     ])
-    result: dict[str, Any] = {
-        **_result_head(uuid, binding, case, verdict.status, description, start, stop),
-        "labels": _labels(binding, case, None, usage),
-        "parameters": params,
-        "links": [
-            {"name": "CI run", "url": binding.run_url, "type": "link"},
-            {"name": "Evaluated commit", "url": binding.commit_url, "type": "link"},
-        ],
-        "steps": steps,
-        "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}",
-                         "type": "application/json"}],
-    }
-    if verdict.message is not None:
-        result["statusDetails"] = {"message": verdict.message}
-    return result
+    links = [{"name": "CI run", "type": "link", "url": binding.run_url},
+             {"name": "Evaluated commit", "type": "link", "url": binding.commit_url}]
+    return _result(uuid, binding, case, verdict.status, verdict.message, description, start, stop,
+                   labels=_labels(binding, case, None, usage), parameters=params, links=links, steps=steps)
 
 
 def executor_document(binding: Binding) -> dict[str, Any]:

@@ -23,12 +23,11 @@ others are recorded as superseded.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from testops_evidence import collector
 from testops_evidence.contract import Case, validate_document
@@ -100,6 +99,35 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+_T = TypeVar("_T")
+
+
+class once(Generic[_T]):
+    """``functools.cached_property`` without the lock Python 3.11 takes at each first read (removed in 3.12, as
+    it serialised every instance): export reads three such values of each of 10,000 cells, in one thread. The
+    value is stored in the instance's ``__dict__`` under the property's name, which then shadows it."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.name = func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> once[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> once[_T] | _T:
+        if instance is None:
+            return self
+        value = self.func(instance)
+        instance.__dict__[self.name] = value
+        return value
+
+
 @dataclass(frozen=True)
 class CellResult:
     """A schema-valid cell result and where it came from."""
@@ -131,15 +159,21 @@ class CellResult:
     def disposition(self) -> str:
         return str(self.document["disposition"])
 
-    @cached_property
+    @once
     def started(self) -> datetime:
         return parse_time(self.document["started-at"], "started-at")
 
-    @cached_property
+    @once
     def finished(self) -> datetime:
         return parse_time(self.document["finished-at"], "finished-at")
 
     def checks(self) -> dict[str, Mapping[str, Any]]:
+        """The cell's checks by id (built once per cell: the verdict, the evidence and the result's steps each ask;
+        the caller must not change the mapping)."""
+        return self._checks
+
+    @once
+    def _checks(self) -> dict[str, Mapping[str, Any]]:
         return {str(c["id"]): c for c in self.document["checks"]}
 
     def usage(self) -> dict[str, Figure]:
@@ -147,7 +181,7 @@ class CellResult:
         accounts, the evidence and the result each ask; the caller must not change the mapping)."""
         return self._usage
 
-    @cached_property
+    @once
     def _usage(self) -> dict[str, Figure]:
         return cell_figures(self.document, USAGE_ALLOWED)
 
@@ -392,7 +426,7 @@ def _content(item: CellFile, document: Any, case: Case, binding: Binding) -> Cel
                           expected=binding.run_attempt if policy != "any" else f"<= {binding.run_attempt}",
                           actual=measured)
     check_binding(cell, case)
-    verdict(BoundCell(cell), case)  # export.unsupported_pass
+    failed_checks(cell, case)  # export.unsupported_pass (the verdict itself is made once, by case_outcome)
     return cell
 
 
@@ -441,10 +475,13 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
     for case in binding.selected:
         for trial in range(1, case.trials.count + 1):
             unit = (case.key, trial)
-            what = f"case {case.key!r}" if case.trials.count == 1 else f"trial {trial} of case {case.key!r}"
             good, bad = accepted.get(unit, []), rejected.get(unit, [])
             if not good and not bad:
                 continue
+            if len(good) == 1 and not bad:  # the common case: one cell, admitted
+                bound[unit] = BoundCell(good[0])
+                continue
+            what = f"case {case.key!r}" if case.trials.count == 1 else f"trial {trial} of case {case.key!r}"
             if len(good) + len(bad) > 1 and binding.run_attempts != "any":
                 sources = sorted([c.source for c in good] + [r.source for r in bad])
                 raise Refusal("export.duplicate_cell", f"{what} has {len(sources)} cell results; the trust "
@@ -453,9 +490,6 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
             if bad:
                 # Fail closed: an attempt whose content cannot be judged is never outranked by another attempt.
                 bound[unit] = BoundCell(None, (), bad[0])
-                continue
-            if len(good) == 1:
-                bound[unit] = BoundCell(good[0])
                 continue
             ordered = sorted(good, key=lambda c: c.finished)
             latest, runner_up = ordered[-1], ordered[-2]
@@ -506,6 +540,18 @@ class Verdict:
     code: str | None = None  # invalid_cell: the refusal that made the case broken
 
 
+def failed_checks(cell: CellResult, case: Case) -> tuple[str, ...]:
+    """The contract checks the cell failed, in contract order; a cell that says passed with any of them failed is
+    refused (``export.unsupported_pass``)."""
+    checks = cell.checks()
+    failed = tuple(check_id for check_id in case.checks if not checks[check_id]["passed"])
+    if failed and cell.disposition == PASSED:
+        raise Refusal("export.unsupported_pass", f"cell {cell.source} says passed, but checks failed: "
+                      f"{', '.join(failed)}", field=f"{case.key}/checks", expected="every check passed",
+                      actual=list(failed))
+    return failed
+
+
 def verdict(bound: BoundCell | None, case: Case, trial: int | None = None) -> Verdict:
     """The Allure status of a selected case (or of one of its trials), with a specific message per reason."""
     what = f"trial {trial} of {case.trials.count} of the selected case" if trial is not None else "the selected case"
@@ -521,13 +567,8 @@ def verdict(bound: BoundCell | None, case: Case, trial: int | None = None) -> Ve
                        "this run; every other case is exported as measured.", code=refusal.code)
     cell = bound.cell
     assert cell is not None
-    checks = cell.checks()
-    failed = tuple(check_id for check_id in case.checks if not checks[check_id]["passed"])
+    failed = failed_checks(cell, case)
     if cell.disposition == PASSED:
-        if failed:
-            raise Refusal("export.unsupported_pass", f"cell {cell.source} says passed, but checks failed: "
-                          f"{', '.join(failed)}", field=f"{case.key}/checks", expected="every check passed",
-                          actual=list(failed))
         return Verdict("passed", PASSED, None)
     failed_infra = tuple(c for c in failed if case.checks[c] == "infrastructure")
     failed_behavior = tuple(c for c in failed if case.checks[c] == "behavior")

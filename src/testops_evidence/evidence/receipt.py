@@ -170,12 +170,11 @@ def receipt_from_bytes(data: bytes, path: str, *, own: bool = False) -> Receipt:
 def _check_trials(row: Mapping[str, Any], path: str) -> None:
     """A case measured several times: its policy, one row per trial in ordinal order, and its status is what
     the policy makes of its trials' statuses (the receipt cannot say passed where its trials do not)."""
-    from testops_evidence.evidence.trials import policy_status
-
     trials = trial_rows(row)
     policy = row.get("policy")
     if not trials and policy is None:
         return
+    from testops_evidence.evidence.trials import policy_status  # here: most rows are of cases measured once
     if not trials or policy is None or "pass-rate" not in row:
         raise _refuse(f"the export receipt {path} row {row['key']!r} has trials without a policy, or a policy "
                       "without trials", field=f"{row['key']}/trials", expected="policy, pass-rate and trials together",

@@ -32,7 +32,7 @@ from testops_evidence.evidence.compiled import compiled_bytes
 from testops_evidence.evidence.gate import (
     read_document_bytes as read_document_bytes,  # re-exported: phases import it here
 )
-from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_bytes, write_once
+from testops_evidence.safeio import canonical_json, canonical_text, parse_json_bytes, sha256_bytes, write_once
 
 SCHEMA_ID = "testops-evidence/selection/v1"
 # A 10,000-case selection is about 3 MB; the cap bounds what a worker reads from an artifact.
@@ -275,7 +275,7 @@ def validate_against(selection: Selection, contract: Contract, live_context: Run
         if row != contract.case(key).row():
             raise Refusal("selection.foreign_case", f"the selected row of {key!r} differs from the contract's row",
                           field=f"cases/{index}", expected=contract.case(key).row(), actual=row)
-        length += len(_canonical_text(row)) + 1
+        length += len(canonical_text(row)) + 1
         lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
     _check_case_index(doc.get("case-index"), {"count": len(seen), "lanes": lanes, "length": length})
     full = len(seen) == len(contract.cases)
@@ -283,12 +283,6 @@ def validate_against(selection: Selection, contract: Contract, live_context: Run
         raise Refusal("selection.invalid", "the full-plan flag does not match the selected rows",
                       field="full-plan", expected=full, actual=selection.full_plan)
     check_same_run(selection.context, live_context, "selection.context")
-
-
-def _canonical_text(value: Any) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _check_case_index(recorded: Any, actual: dict[str, Any]) -> None:

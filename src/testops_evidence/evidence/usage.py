@@ -112,6 +112,8 @@ def total_of_one(figure: Figure) -> Figure:
         coverage = PARTIAL
     elif coverage != ESTIMATED:
         coverage = REPORTED
+    if value == figure.value and coverage == figure.coverage:
+        return figure  # the total of a figure is mostly the figure (it is immutable): 40,000 fewer at 10,000 cells
     return Figure(value, coverage, count, known)
 
 

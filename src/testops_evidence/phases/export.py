@@ -482,6 +482,11 @@ def _headline(counts: dict[str, int], results_dir: Path) -> str:
     return f"❌ Exported {total} results to {summary.code(results_dir)}: {', '.join(parts)}."
 
 
+# The rows the step summary shows of each table (the receipt has them all); only these are rendered.
+TABLE_ROWS = 1000
+TRIAL_TABLE_ROWS = 500
+
+
 def _summary(
     rows: list[dict[str, Any]],
     outcomes: dict[str, CaseOutcome],
@@ -531,8 +536,8 @@ def _summary(
              summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
              summary.code(outcomes[row["key"]].verdict.code) if outcomes[row["key"]].verdict.code else "—",
              outcomes[row["key"]].verdict.message or "every check passed")
-            for row in rows
-        ]))
+            for row in rows[:TABLE_ROWS]
+        ], limit=TABLE_ROWS, more=max(len(rows) - TABLE_ROWS, 0)))
         parts.append("\n### Trials\n\n")
         parts.append(summary.table(("case", "policy", "trials (ordinal: status)", "not passed, why"), [
             (summary.code(o.case.key), f"{o.case.trials.policy()}: {o.case.trials.required} of {o.case.trials.count} "
@@ -542,16 +547,16 @@ def _summary(
                  f"{t.trial}: " + (summary.code(t.verdict.code) + " " if t.verdict.code else "")
                  + summary.text(t.verdict.message or "", limit=200)
                  for t in o.trials if t.verdict.status != "passed") or "—"))
-            for o in repeated
-        ], limit=500))
+            for o in repeated[:TRIAL_TABLE_ROWS]
+        ], limit=TRIAL_TABLE_ROWS, more=max(len(repeated) - TRIAL_TABLE_ROWS, 0)))
     else:
         parts.append(summary.table(("", "case", "title", "status", "attempt", "code", "why"), [
             (summary.status_icon(row["status"]), summary.code(row["key"]), row["title"], row["status"],
              summary.code(row["attempt-id"]) if row["attempt-id"] else "—",
              summary.code(outcomes[row["key"]].verdict.code) if outcomes[row["key"]].verdict.code else "—",
              outcomes[row["key"]].verdict.message or "every check passed")
-            for row in rows
-        ]))
+            for row in rows[:TABLE_ROWS]
+        ], limit=TABLE_ROWS, more=max(len(rows) - TABLE_ROWS, 0)))
     if remote is not None:
         parts.append(_remote_section(remote))
     parts.append(_usage_section(accounts))
