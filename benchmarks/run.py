@@ -732,12 +732,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (about two minutes)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets (for the test suite)")
     parser.add_argument("--only", help="comma-separated benchmark names: " + ", ".join(BENCHMARKS))
+    parser.add_argument("--repeat", type=int, help="pairs of whole-process runs per figure (default 3; more on a "
+                        "machine whose speed drifts: the figure is the median of the pairwise ratios)")
     args = parser.parse_args(argv)
     names = list(BENCHMARKS) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
     cfg = Config(quick=args.quick, smoke=args.smoke)
+    if args.repeat is not None:
+        if args.repeat < 1:
+            parser.error("--repeat must be at least 1")
+        cfg.repeat = args.repeat
     if cfg.smoke:
         print("smoke run: tiny sizes; the figures mean nothing and every target is waived")
     figures: list[Figure] = []
