@@ -126,6 +126,9 @@ class GitHubServer:
         self.log: list[RequestRecord] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # The port, kept after stop(): a handler thread still answering a request the client gave up on (a
+        # timeout test) builds its links from it after the server was stopped.
+        self._port: int | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> GitHubServer:
@@ -136,6 +139,7 @@ class GitHubServer:
 
         self._httpd = ThreadingHTTPServer((self._host, 0), Handler)
         self._httpd.daemon_threads = True
+        self._port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="github-server",
                                         daemon=True)
         self._thread.start()
@@ -155,8 +159,8 @@ class GitHubServer:
 
     @property
     def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
+        assert self._port is not None, "server not started"
+        return self._port
 
     @property
     def url(self) -> str:
