@@ -372,12 +372,16 @@ def loads_json(text: str | bytes) -> Any:
 
 def parse_json_bytes(data: bytes, what: str, code: str = "io.invalid_json") -> Any:
     """Strict JSON from bytes, or a refusal with the caller's area ``code`` naming line and column."""
-    global _STRICTJSON
-    if _STRICTJSON is None:
-        from testops_evidence import strictjson
+    strictjson = _STRICTJSON if _STRICTJSON is not None else _load_strictjson()
+    return strictjson.load_document(data, what, code)
 
-        _STRICTJSON = strictjson
-    return _STRICTJSON.load_document(data, what, code)
+
+def _load_strictjson() -> Any:
+    global _STRICTJSON
+    from testops_evidence import strictjson
+
+    _STRICTJSON = strictjson
+    return _STRICTJSON
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -122,6 +122,7 @@ def _outputs(operation: str, target_sha: str, context: RunContext) -> dict[str, 
 def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, context: RunContext,
              run_object: RunObject | None, checks: Sequence[BindingCheck]) -> dict[str, Any]:
     # Deterministic content (no clock): guarding the same run twice writes the same receipt.
+    compiled = compiled_bytes(contract)
     return {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
@@ -129,8 +130,8 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
         # The contract file's bytes and the compiled form written beside this receipt (a YAML contract only):
         # select, run next in this job with guard-sha256, builds the contract from it (evidence/compiled.py).
         "contract-file-sha256": contract.file_sha256,
-        "contract-compiled-sha256": _compiled_sha256(contract),
-        "contract-compiled-by": __version__ if _compiled_sha256(contract) is not None else None,
+        "contract-compiled-sha256": sha256_bytes(compiled) if compiled is not None else None,
+        "contract-compiled-by": __version__ if compiled is not None else None,
         "backend": backend,
         "operation": operation,
         "target-sha": target_sha,
@@ -139,11 +140,6 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
         "checks": [{"check": c.check, "field": c.field, "expected": c.expected, "actual": c.actual, "ok": c.ok}
                    for c in checks],
     }
-
-
-def _compiled_sha256(contract: Contract) -> str | None:
-    data = compiled_bytes(contract)
-    return sha256_bytes(data) if data is not None else None
 
 
 def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, Any]) -> str:
