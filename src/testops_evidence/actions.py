@@ -98,8 +98,11 @@ class Runtime:
         """What may leave the process: masks applied, and text that UTF-8 can encode. A lone surrogate
         (``"\\ud800"`` in a JSON input) would otherwise raise while the output, summary or failure.json
         is written, and the refusal that names the bad value would crash instead of being reported."""
-        for secret in self._masks:
-            text = text.replace(secret, "***")
+        if self._masks:
+            from testops_evidence.redact import scrub
+
+            # Whole secrets and any piece of one a cut elsewhere left behind (redact.FRAGMENT characters).
+            text = scrub(text, self._masks)
         return encodable(text)
 
     # --- logging -----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from testops_evidence.context import (
     first_failure,
 )
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.redact import clip
 from testops_evidence.safeio import has_lone_surrogate
 
 if TYPE_CHECKING:
@@ -212,8 +213,10 @@ _HINTS = {
 
 
 @contextmanager
-def _mapped(what: str) -> Iterator[None]:
-    """Turn PyGithub / requests failures while doing ``what`` into coded refusals."""
+def _mapped(what: str, token: str) -> Iterator[None]:
+    """Turn PyGithub / requests failures while doing ``what`` into coded refusals. GitHub's message is
+    scrubbed of ``token`` before it is cut (``redact.clip``): a server that echoes the token across the cut
+    leaves no piece of it behind."""
     import requests
     from github import BadAttributeException, GithubException
 
@@ -224,7 +227,7 @@ def _mapped(what: str) -> Iterator[None]:
         if not isinstance(status, int) or not 100 <= status <= 599:
             raise Refusal("github.response_invalid", f"GitHub gave no usable status for {what}") from None
         message = exc.data.get("message") if isinstance(exc.data, dict) else None
-        detail = f": {str(message)[:200]}" if message else ""
+        detail = f": {clip(str(message), 200, (token,))}" if message else ""
         raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}{detail}",
                       hint=_HINTS.get(status), http_status=status) from None
     except BadAttributeException:
@@ -290,18 +293,18 @@ def fetch_run(api_url: str, token: str, repository: str, run_id: int, *,
     """``GET /repos/{repository}/actions/runs/{run_id}`` as a :class:`RunObject` (one request; two when
     the run's repository object does not say whether it is private)."""
     gh = github_client(api_url, token, policy=policy)
-    raw = _get_object(gh, f"/repos/{repository}/actions/runs/{run_id}", "run")
+    raw = _get_object(gh, token, f"/repos/{repository}/actions/runs/{run_id}", "run")
     repo = raw.get("repository")
     private = None
     if isinstance(repo, dict) and not isinstance(repo.get("private"), bool):
         # Visibility is a trust binding; ask the repository itself rather than guess.
-        private = _get_object(gh, f"/repos/{repository}", "repository").get("private")
+        private = _get_object(gh, token, f"/repos/{repository}", "repository").get("private")
     return run_from_json(raw, private=private)
 
 
-def _get_object(gh: Github, url: str, what: str) -> dict[str, Any]:
+def _get_object(gh: Github, token: str, url: str, what: str) -> dict[str, Any]:
     """One GET through PyGithub's requester (auth, base URL, retries); the answer must be a JSON object."""
-    with _mapped(f"GET {url}"):
+    with _mapped(f"GET {url}", token):
         _headers, data = gh.requester.requestJsonAndCheck("GET", url)
     _encodable(data, f"GET {url}")
     if not isinstance(data, dict) or set(data) == {"data"}:  # PyGithub wraps a non-JSON body as {"data": ...}
@@ -379,7 +382,7 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
     # PyGithub's requester (auth, base URL, retries) with our own paging: PaginatedList would build
     # lazy objects whose raw data costs one more request each.
     while url is not None:
-        with _mapped(f"GET {urlsplit(url).path}"):
+        with _mapped(f"GET {urlsplit(url).path}", token):
             headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
         _encodable(data, f"GET {urlsplit(url).path}")
         items = data.get("artifacts") if isinstance(data, dict) else None
@@ -408,7 +411,7 @@ def earlier_runs(api_url: str, token: str, repository: str, workflow: str, *, br
     url = f"/repos/{repository}/actions/workflows/{workflow}/runs"
     params = {"branch": branch, "status": "completed", "per_page": min(100, count + 1),
               "exclude_pull_requests": "true"}
-    with _mapped(f"GET {url}"):
+    with _mapped(f"GET {url}", token):
         _headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
     _encodable(data, f"GET {url}")
     runs = data.get("workflow_runs") if isinstance(data, dict) else None
@@ -495,7 +498,7 @@ def list_attempt_jobs(api_url: str, token: str, repository: str, run_id: int, at
     params: dict[str, Any] | None = {"per_page": 100}
     found: list[JobInfo] = []
     while url is not None:
-        with _mapped(f"GET {urlsplit(url).path}"):
+        with _mapped(f"GET {urlsplit(url).path}", token):
             headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
         _encodable(data, f"GET {urlsplit(url).path}")
         items = data.get("jobs") if isinstance(data, dict) else None
@@ -597,7 +600,7 @@ def download_artifact(api_url: str, token: str, artifact: ArtifactInfo, *, max_b
                    allowed_methods=frozenset({"GET"}), raise_on_status=False, redirect=False)
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
     what = f"GET {urlsplit(url).path}"
-    with requests.Session() as session, _mapped(what):
+    with requests.Session() as session, _mapped(what, token):
         session.mount("http://", HTTPAdapter(max_retries=retry))
         session.mount("https://", HTTPAdapter(max_retries=retry))
         response = session.get(url, headers={**headers, "Authorization": f"Bearer {token}"},
