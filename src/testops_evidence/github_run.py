@@ -28,6 +28,7 @@ from testops_evidence.context import (
     first_failure,
 )
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.integers import ascii_int, header_int
 from testops_evidence.redact import clip
 from testops_evidence.safeio import has_lone_surrogate
 
@@ -73,10 +74,11 @@ def request_policy(env: Mapping[str, str], sleep: Callable[[float], None] = time
         raw = (env.get(variable) or "").strip()
         if not raw:
             continue
-        if not raw.isdigit() or int(raw) < minimum or int(raw) > 3600:
+        value = ascii_int(raw, minimum=minimum, maximum=3600)
+        if value is None:
             raise input_error(variable.lower().replace("_", "-"), f"{variable} must be a whole number from "
-                              f"{minimum} to 3600", expected=f"{minimum}..3600", actual=raw)
-        values[option] = int(raw)
+                              f"{minimum} to 3600 in ASCII digits", expected=f"{minimum}..3600", actual=raw)
+        values[option] = value
     return RequestPolicy(**values)
 
 
@@ -398,7 +400,7 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
             artifact = artifact_from_json(item)
             if name is None or fnmatch.fnmatchcase(artifact.name, name):
                 found.append(artifact)
-        url = next_link(headers.get("link")) if items else None
+        url = _next_page(api_url, headers, f"the artifact list of run {run_id}") if items else None
         params = None  # the next link carries the query
     return found
 
@@ -511,7 +513,7 @@ def list_attempt_jobs(api_url: str, token: str, repository: str, run_id: int, at
             if len(found) > MAX_JOBS:
                 raise Refusal("github.response_invalid", f"run {run_id} attempt {attempt} lists more than "
                               f"{MAX_JOBS} jobs", field="jobs", expected=f"<= {MAX_JOBS}", actual=f"> {MAX_JOBS}")
-        url = next_link(headers.get("link")) if items else None
+        url = _next_page(api_url, headers, f"the job list of run {run_id} attempt {attempt}") if items else None
         params = None
     return found
 
@@ -525,6 +527,32 @@ def next_link(header: Any) -> str | None:
         if match and re.search(r'\brel="?next"?', match.group(2)):
             return match.group(1)
     return None
+
+
+def _next_page(api_url: str, headers: Mapping[str, Any], what: str) -> str | None:
+    """The next page of ``what`` from the answer's Link header, refused (``github.pagination_foreign``)
+    unless it is on ``GITHUB_API_URL`` itself: the same scheme, host and port, below the API path. PyGithub
+    would send the token to another host of its domain, or fail an ``assert`` (an AssertionError, which was
+    an ``internal.error``) for any other; either way the next request is not made."""
+    link = next_link(headers.get("link"))
+    if link is None:
+        return None
+    target, api = urlsplit(urljoin(api_url.rstrip("/") + "/", link)), urlsplit(api_url.rstrip("/"))
+    try:
+        same = ((target.scheme.lower(), (target.hostname or "").lower(), _port(target))
+                == (api.scheme.lower(), (api.hostname or "").lower(), _port(api))
+                and target.path.startswith(api.path + "/") and not target.username and not target.password)
+    except ValueError:  # a port that is not a number
+        same = False
+    if not same:
+        raise Refusal("github.pagination_foreign", f"GitHub's answer for {what} links its next page to another "
+                      "host, scheme or port than GITHUB_API_URL; it is not followed (the token would go with it)",
+                      field="Link", expected=f"a URL below {api_url.rstrip('/')}", actual=clip(link, 120))
+    return target.geturl()
+
+
+def _port(parts: Any) -> int | None:
+    return parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
 def artifact_from_json(raw: Mapping[str, Any]) -> ArtifactInfo:
@@ -641,8 +669,12 @@ def _read_capped(response: Response, artifact: ArtifactInfo, max_bytes: int, wha
             raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}", hint=_HINTS.get(status),
                           http_status=status)
         declared = response.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            raise _too_large(artifact, int(declared), max_bytes, "declared")
+        size = None if declared is None else header_int(declared)
+        if declared is not None and size is None:
+            raise Refusal("github.response_invalid", f"the answer to {what} has a Content-Length that is not a "
+                          "number", field="Content-Length", expected="ASCII digits", actual=clip(declared, 40))
+        if size is not None and size > max_bytes:
+            raise _too_large(artifact, size, max_bytes, "declared")
         chunks: list[bytes] = []
         total = 0
         for chunk in response.iter_content(CHUNK):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.integers import ascii_int, header_int
 from testops_evidence.redact import clip, scrub
 from testops_evidence.safeio import loads_json
 
@@ -475,8 +476,16 @@ class TestOpsClient:
         import requests
 
         declared = response.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
-            raise self._too_large(method, clean, response.status_code, f"declared {declared} bytes")
+        size = None if declared is None else header_int(declared)
+        if declared is not None and size is None:
+            # "²" passes str.isdigit and makes int() raise (issue 24): the answer is broken, whatever it says.
+            reason = f"HTTP {response.status_code} was answered with a Content-Length that is not a number"
+            if method in MUTATING:
+                raise self._uncertain(method, clean, reason)
+            raise Refusal("testops.response_invalid", f"{method} {clean}: {reason}", field="Content-Length",
+                          expected="ASCII digits", actual=clip(declared, 40))
+        if size is not None and size > self.max_response_bytes:
+            raise self._too_large(method, clean, response.status_code, f"declared {size} bytes")
         chunks: list[bytes] = []
         size = 0
         try:
@@ -668,10 +677,11 @@ def _retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isascii() and text.isdigit():
+    if text and text.isascii() and text.isdigit():
         # delay-seconds (RFC 9110 10.2.3): any number of digits; past 15 it is longer than any cap, and
         # int() or float() of hundreds of digits would raise instead of answering.
-        return float(text) if len(text) <= 15 else math.inf
+        seconds = ascii_int(text, maximum=10**15 - 1)
+        return float(seconds) if seconds is not None else math.inf
     try:
         when = email.utils.parsedate_to_datetime(text)
         return max(0.0, when.timestamp() - now)
