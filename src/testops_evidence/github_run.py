@@ -5,7 +5,8 @@ functions that need them, so importing this module costs nothing. ``GITHUB_API_U
 so GitHub Enterprise Server (``https://HOST/api/v3``) works the same as github.com.
 
 Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable server or
-a timeout is ``github.transport``, and a response without a field we bind is ``github.response_invalid``.
+a timeout is ``github.transport``, a response without a field we bind is ``github.response_invalid``, and a
+next-page link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
 The token is never part of a message: messages name the request, never its headers.
 """
 
