@@ -23,38 +23,56 @@ FRAGMENT = 8
 ELLIPSIS = "..."
 
 
+class Redactor:
+    """A scrubber for a fixed set of secrets: the pieces of each are computed once (the runtime keeps one and
+    scrubs every line it writes with it)."""
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        kept = {secret for secret in secrets if secret}
+        self._short = sorted((s for s in kept if len(s) < FRAGMENT), key=len, reverse=True)
+        self._pieces = frozenset(s[i:i + FRAGMENT] for s in kept if len(s) >= FRAGMENT
+                                 for i in range(len(s) - FRAGMENT + 1))
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every secret, and every run of :data:`FRAGMENT` or more characters of one, replaced
+        by ``***``."""
+        for secret in self._short:
+            text = text.replace(secret, MASK)
+        if not self._pieces or len(text) < FRAGMENT:
+            return text
+        spans: list[tuple[int, int]] = []
+        if len(text) <= 4 * len(self._pieces):
+            # A short text (a log line): one set lookup per position.
+            pieces = self._pieces
+            spans = [(at, at + FRAGMENT) for at in range(len(text) - FRAGMENT + 1) if text[at:at + FRAGMENT] in pieces]
+        else:
+            # A long text (a summary): str.find runs in C, one pass per piece.
+            for piece in self._pieces:
+                at = text.find(piece)
+                while at >= 0:
+                    spans.append((at, at + FRAGMENT))
+                    at = text.find(piece, at + 1)
+            spans.sort()
+        if not spans:
+            return text
+        out: list[str] = []
+        done = 0
+        begin, end = spans[0]
+        for low, high in spans[1:]:
+            if low <= end:  # overlapping or touching pieces are one run of the secret
+                end = max(end, high)
+                continue
+            out += [text[done:begin], MASK]
+            done = end
+            begin, end = low, high
+        out += [text[done:begin], MASK, text[end:]]
+        return "".join(out)
+
+
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
     """``text`` with every secret, and every run of :data:`FRAGMENT` or more characters of a secret,
     replaced by ``***``."""
-    spans: list[tuple[int, int]] = []
-    for secret in secrets:
-        if not secret:
-            continue
-        if len(secret) < FRAGMENT:
-            text = text.replace(secret, MASK)
-            continue
-        # str.__contains__ and str.find run in C: a clean 1 MiB summary costs one pass per piece of a secret.
-        for start in range(len(secret) - FRAGMENT + 1):
-            piece = secret[start:start + FRAGMENT]
-            at = text.find(piece)
-            while at >= 0:
-                spans.append((at, at + FRAGMENT))
-                at = text.find(piece, at + 1)
-    if not spans:
-        return text
-    spans.sort()
-    out: list[str] = []
-    done = 0
-    begin, end = spans[0]
-    for low, high in spans[1:]:
-        if low <= end:  # overlapping or touching pieces are one run of the secret
-            end = max(end, high)
-            continue
-        out += [text[done:begin], MASK]
-        done = end
-        begin, end = low, high
-    out += [text[done:begin], MASK, text[end:]]
-    return "".join(out)
+    return Redactor(secrets)(text)
 
 
 def clip(text: str, limit: int, secrets: Iterable[str | None] = ()) -> str:
