@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from testops_evidence.context import (
     SHA_RE,
@@ -552,7 +552,7 @@ def _next_page(api_url: str, headers: Mapping[str, Any], what: str) -> str | Non
     return target.geturl()
 
 
-def _port(parts: Any) -> int | None:
+def _port(parts: SplitResult) -> int | None:
     return parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
