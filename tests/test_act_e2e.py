@@ -72,8 +72,8 @@ STAND_INS = {
 }
 # Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
 ACT_CACHE = ROOT / ".tools" / "act-cache"
-SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue0123456789abcdef"
-TESTOPS_TOKEN = "testops-e2e-sentinel-token-5f1d"
+SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue4b8e2c6a9f1d7035"
+TESTOPS_TOKEN = "allure-e2e-sentinel-tok-5f1d3c8a"
 PROJECT, PLAN = 12, 340
 # act's defaults for the run it plays: github.com URLs, run 1.
 RUN_URL = f"https://github.com/{REPOSITORY}/actions/runs/1"

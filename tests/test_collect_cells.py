@@ -156,3 +156,13 @@ def test_export_reads_exactly_the_artifacts_collect_cells_verified(tmp_path: Pat
     run = run_mode("export", tmp_path, {**export_options, "results-dir": str(tmp_path / "out2")}, env)
     assert run.exit_code == 1, run.summary  # the third worker's case: not recorded (its artifact held no cell)
     assert "bound to its worker's upload step by collect-cells" in run.summary
+
+
+def test_a_next_page_on_another_host_is_refused_not_followed(tmp_path: Path, github: GitHubServer) -> None:
+    # A Link rel="next" off GITHUB_API_URL was an AssertionError inside PyGithub: internal.error (issue 24).
+    for job in JOBS:
+        worker(github, job)
+    github.next_page_link = "http://evil.example/repos/acme/agents/actions/runs/1/jobs?page=2"
+    run = collect(tmp_path, github)
+    assert run.outputs.get("error-code") == "github.pagination_foreign", run.summary
+    assert "GITHUB_API_URL" in run.summary and not (tmp_path / "state" / "collect-cells.json").exists()

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, TextIO
 
+    from testops_evidence.redact import Redactor
+
 # GitHub shows at most 1 MiB of summary per step; above that the upload fails (with an annotation).
 SUMMARY_LIMIT_BYTES = 1024 * 1024
 _TRUNCATION_NOTICE = (
@@ -77,6 +79,7 @@ class Runtime:
         self._summary_used = 0
         self._summary_truncated = False
         self._masks: list[str] = []
+        self._redactor: Redactor | None = None
         self.outputs: dict[str, str] = {}
         # What this process wrote to the step summary (scrubbed): the runner keeps a copy in the state dir,
         # because the runner's own summary files are gone with the runner.
@@ -89,6 +92,7 @@ class Runtime:
             return
         self._masks.append(value)
         self._masks.sort(key=len, reverse=True)
+        self._redactor = None  # built again, with this secret, when text is next scrubbed
         if self.in_actions:
             # The mask command itself must not be scrubbed, or the runner would never learn the value.
             self._out.write(f"::add-mask::{escape_data(value)}\n")
@@ -98,8 +102,13 @@ class Runtime:
         """What may leave the process: masks applied, and text that UTF-8 can encode. A lone surrogate
         (``"\\ud800"`` in a JSON input) would otherwise raise while the output, summary or failure.json
         is written, and the refusal that names the bad value would crash instead of being reported."""
-        for secret in self._masks:
-            text = text.replace(secret, "***")
+        if self._masks:
+            if self._redactor is None:
+                from testops_evidence.redact import Redactor
+
+                self._redactor = Redactor(self._masks)
+            # Whole secrets and any piece of one a cut elsewhere left behind (redact.FRAGMENT characters).
+            text = self._redactor(text)
         return encodable(text)
 
     # --- logging -----------------------------------------------------------------------------------

@@ -539,5 +539,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("github.response_invalid", _R, "a GitHub response lacks a field the action needs",
               "Check that GITHUB_API_URL points at the GitHub REST API; report it if it does.",
               cause="A proxy answering instead of GitHub, or a GHES version without the field."),
+        _spec("github.pagination_foreign", _R, "a GitHub list links its next page to another host, scheme or port",
+              "Check that GITHUB_API_URL is the API the runner should use (GHES: https://HOST/api/v3) and that no "
+              "proxy rewrites the Link header; the page was not followed, so re-run once the answer is fixed.",
+              cause="A proxy or hostile server answering for GitHub with a Link header that points elsewhere."),
     ]
 )

@@ -124,6 +124,9 @@ class GitHubServer:
         self._stores: dict[int, tuple[Path, Callable[[str], str | None], str]] = {}
         self._next_id = 10_000
         self.log: list[RequestRecord] = []
+        # A hostile server: every artifact or job list page links its next page here (another host, scheme
+        # or port), whether or not there is one.
+        self.next_page_link: str | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         # The port, kept after stop(): a handler thread still answering a request the client gave up on (a
@@ -695,6 +698,8 @@ class _Handler(BaseHTTPRequestHandler):
             links += [link(page - 1, "prev"), link(1, "first")]
         if page < last:
             links += [link(page + 1, "next"), link(last, "last")]
+        if self.owner.next_page_link is not None:
+            links = [f'<{self.owner.next_page_link}>; rel="next"']
         return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
 
     def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
@@ -709,6 +714,8 @@ class _Handler(BaseHTTPRequestHandler):
         if page < last:
             here = urlsplit(self.path).path
             headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
+        if self.owner.next_page_link is not None:
+            headers = {"Link": f'<{self.owner.next_page_link}>; rel="next"'}
         return self._json(200, {"total_count": len(jobs), "jobs": copy.deepcopy(chunk)}, headers=headers)
 
     def _blob(self, params: dict[str, str], query: dict[str, str]) -> int:

@@ -31,6 +31,7 @@ from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framewor
 from testops_evidence.evidence.adapters.layout import read_allure_files, read_framework_logs, read_junit_files, walk
 from testops_evidence.evidence.cells import adapted_cell
 from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
+from testops_evidence.integers import ascii_int, parse_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
 
@@ -136,10 +137,12 @@ def _trial(ctx: PhaseContext, case: Case) -> int | None:
                               f"(or set {TRIAL_VARIABLE}) to say which trial these reports measured",
                               expected=f"1..{case.trials.count}", actual=None)
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= case.trials.count:
-        raise input_error("trial", f"trial {raw!r} is not a trial of case {case.key!r}",
-                          expected=f"1..{case.trials.count}", actual=raw)
-    return int(raw)
+    trial = ascii_int(raw, minimum=1, maximum=case.trials.count)
+    if trial is None:
+        raise input_error("trial", f"trial {raw!r} is not a trial of case {case.key!r}: pass --trial N with N "
+                          f"from 1 to {case.trials.count} in ASCII digits", expected=f"1..{case.trials.count}",
+                          actual=raw)
+    return trial
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
@@ -176,9 +179,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
         if attempt is None and trial > 1:
             # Derived from the reports' digests: two trials with identical reports must still differ.
             document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
-    run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
-    if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
-        document["run-attempt"] = int(run_attempt)
+    if ctx.env.get("GITHUB_ACTIONS") == "true" and ctx.env.get("GITHUB_RUN_ATTEMPT"):
+        document["run-attempt"] = parse_int(ctx.env["GITHUB_RUN_ATTEMPT"], code="guard.run_mismatch",
+                                            field="GITHUB_RUN_ATTEMPT", what="GITHUB_RUN_ATTEMPT", minimum=1)
     cell = adapted_cell(document, out, inputs, origin)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -89,7 +89,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     present: list[str] = []
     facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
              "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now}
-    if cell_dir.exists() or cell_dir.is_symlink():
+    cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
+    if cell_dir_present:
         if workers is None:
             files = collect_cells(cell_dir, **facts)
         else:
@@ -97,9 +98,11 @@ def _run(ctx: PhaseContext) -> PhaseResult:
                                                   jobs=list(workers.jobs), **facts)
     if workers is not None and workers.collected is not None:
         _match_collected(workers, present, selection.digest)
-    else:
+    elif not cell_dir_present and any(not case.remote for case in cases):
+        # Only when it is true: with the directory present (a rehearsal, an export without collect-cells) the
+        # cells in it are read, and a campaign of remote cases only needs no directory.
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
-                             "case is exported as broken (not recorded)")
+                             "case measured by a worker job is exported as broken (not recorded)")
     remote = _remote_cells(ctx, contract, cases, selection)
     if remote is not None:
         files = [*files, *remote.files]
