@@ -52,7 +52,7 @@ import pytest
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence import __version__
-from testops_evidence.evidence.workers import UPLOAD_STEP
+from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
 pytestmark = pytest.mark.act
 
@@ -330,7 +330,7 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
     artifacts, outputs = tmp_path / "artifacts", tmp_path / "outputs.json"
     artifacts.mkdir()
     # The run's artifacts and its workers' upload steps, as the Actions API reports them to collect-cells.
-    github.mirror_artifact_store(run["id"], artifacts, worker_job_name, UPLOAD_STEP)
+    github.mirror_artifact_store(run["id"], artifacts, worker_job_name, UPLOAD_STEP, REPORT_EXPRESSION)
     ACT_CACHE.mkdir(parents=True, exist_ok=True)
     command = [
         str(act), "workflow_dispatch", "-W", WORKFLOW, "-e", str(event_path),
