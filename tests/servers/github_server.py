@@ -369,7 +369,7 @@ class GitHubServer:
         named ``job_name(artifact name)`` whose step ``upload_step`` has the recorded times and conclusion,
         followed (with ``report_step``, the next step's ``name:`` expression) by that step with its name
         evaluated over the upload's outputs. An artifact's bytes are the zip the stand-in uploaded
-        (``.meta/<name>.zip``), or, for one an attack wrote straight into the store, a zip of its directory.
+        (``.zips/<id>.zip``), or, for one an attack wrote straight into the store, a zip of its directory.
         Read again at every request, so what an act run uploads (or an attack writes) shows up as it happens."""
         with self._lock:
             self._stores[run_id] = (store, job_name, upload_step, report_step)
@@ -391,7 +391,7 @@ class GitHubServer:
         for aid, record in metas.items():
             if aid in self._artifacts:
                 continue
-            uploaded = store / ".meta" / f"{record['name']}.zip"
+            uploaded = store / ".zips" / f"{aid}.zip"
             data = uploaded.read_bytes() if uploaded.is_file() else _zip_directory(store / record["name"])
             doc = self.add_artifact(run_id, record["name"], data, artifact_id=aid)
             doc["created_at"] = doc["updated_at"] = record["created_at"]
