@@ -59,7 +59,7 @@ def artifact_name(job: str) -> str:
     return f"{PREFIX}-cells-1-{job}"
 
 
-def honest_worker(github: GitHubServer, job: str, *, name: str | None = None) -> dict[str, Any]:
+def honest_worker(github: GitHubServer, job: str) -> dict[str, Any]:
     """A worker that uploaded its own cells: the artifact, then its job's record with the upload step and the
     report step named by the runner from the upload's outputs."""
     data = cells_of(job)
@@ -68,7 +68,7 @@ def honest_worker(github: GitHubServer, job: str, *, name: str | None = None) ->
     outputs = {"artifact-id": doc["id"], "artifact-digest": hashlib.sha256(data).hexdigest()}
     report = {"name": evaluate_step_name(REPORT_EXPRESSION, {"upload": outputs}), "status": "completed",
               "conclusion": "success", "started_at": COMPLETED, "completed_at": COMPLETED}
-    github.add_job(RUN_ID, 1, name or f"campaign / {PREFIX} {job}",
+    github.add_job(RUN_ID, 1, f"campaign / {PREFIX} {job}",
                    steps=[upload_step(started=STARTED, completed=COMPLETED), report])
     return doc
 
