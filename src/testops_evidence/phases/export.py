@@ -508,14 +508,17 @@ def _summary(
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
     elif workers.collected is not None:
-        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells: {len(present)} "
-                  f"of {len(workers.jobs)} worker artifacts present; every cell came from the job the matrix "
-                  "plan assigned its case to")
+        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells (the id and "
+                  f"digest that step reported in its job's record): {len(present)} of {len(workers.jobs)} worker "
+                  "artifacts present; every cell came from the job the matrix plan assigned its case to")
     else:
+        # Without collect-cells nothing here knows which job uploaded an artifact: only its name was read.
         missing = len(workers.jobs) - len(present)
-        origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"
-                  + (f" ({missing} missing: their cases are not recorded)" if missing else "")
-                  + "; every cell came from the job the matrix plan assigned its case (and trial) to")
+        origin = (f"per worker, by artifact name only: {len(present)} of {len(workers.jobs)} worker artifacts "
+                  "present" + (f" ({missing} missing: their cases are not recorded)" if missing else "")
+                  + "; each cell was accepted only from the artifact named for the job the matrix plan assigned "
+                  "its case (and trial) to, but no collect-cells ran in this job, so which job uploaded each "
+                  "artifact was not checked")
     repeated = [o for o in outcomes.values() if o.repeated]
     parts = [
         summary.table(("", ""), [
