@@ -219,18 +219,21 @@ def parse_junit(data: bytes, source: str = "report.xml") -> list[Outcome]:
     def walk(suite: ET.Element, start_ms: int | None) -> None:
         own = _suite_start_ms(suite)
         start = own if own is not None else start_ms
-        suite_end = start + _seconds_ms(suite.get("time")) if start is not None else None
+        span = _seconds_ms(suite.get("time")) if suite.get("time") is not None else None
+        # JUnit gives a test case its duration, not its start: the cases of a suite are laid end to end
+        # from the suite's start, in document order (how runners write them), each kept inside the suite's
+        # span where one is stated. A contract case mapped to some tests of a suite so lasts as long as its
+        # own tests, not as long as the whole suite.
+        offset = 0
         for child in suite:
             tag = _local(child.tag)
             if tag == "testsuite":
                 walk(child, start)
             elif tag == "testcase":
-                outcome = _case_outcome(child, start)
-                if suite_end is not None and outcome.stop_ms is not None and outcome.stop_ms < suite_end:
-                    # A case's own start is not in JUnit; the suite's span bounds the attempt instead.
-                    outcome = Outcome(outcome.name, outcome.status, outcome.message, outcome.case, outcome.checks,
-                                      outcome.start_ms, suite_end)
-                outcomes.append(outcome)
+                duration = _seconds_ms(child.get("time"))
+                at = offset if span is None else min(offset, max(0, span - duration))
+                outcomes.append(_case_outcome(child, start + at if start is not None else None))
+                offset += duration
 
     walk(root, None)
     return outcomes
