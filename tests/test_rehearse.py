@@ -68,6 +68,13 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     assert receipt["context"]["local"] is True
     published = run_dir / "state" / "published" / "allure-results"
     assert len(list(published.glob("*-result.json"))) == 12
+    # A local run has no page on GitHub: nothing links to one (the commit may not even be pushed).
+    for path in published.glob("*-result.json"):
+        result = json.loads(path.read_text())
+        assert result.get("links", []) == [] and "in a local run" in result["description"], path
+    executor = json.loads((published / "executor.json").read_text())
+    assert "buildUrl" not in executor and "url" not in executor and "(local run)" in executor["buildName"]
+    assert "github.com" not in "".join(p.read_text() for p in (run_dir / "summaries").rglob("*.md"))
     assert "behaved as designed" in run.log and "9 passed" in run.log
     if ALLURE.exists():
         stats = json.loads((run_dir / "state" / "published" / "allure-report" / "summary.json").read_text())["stats"]
