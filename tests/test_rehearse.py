@@ -101,6 +101,19 @@ def test_each_rehearsal_gets_a_fresh_directory(tmp_path: Path) -> None:
     assert "not generated (`--report never`)" in second.log
 
 
+@pytest.mark.skipif(not ALLURE.exists(), reason="Allure Report 3 is not installed: run `bash scripts/setup.sh`")
+def test_rehearsals_in_one_workdir_continue_one_report_history(tmp_path: Path) -> None:
+    first = rehearse(tmp_path)
+    second = rehearse(tmp_path)
+    assert first.exit_code == second.exit_code == 0, second.log[-4000:]
+    runs = sorted(p for p in (tmp_path / "rehearsal").iterdir())
+    assert [p.name for p in runs] == ["20261201T100500Z", "20261201T100500Z-2"]
+    lines = [len((run / "state" / "published" / "history.jsonl").read_text().splitlines()) for run in runs]
+    assert lines == [1, 2]  # the second report shows the first one's results as its history
+    assert "continues the history of the rehearsal in" in second.log
+    assert "trends over 1 earlier report(s)" in (runs[1] / "summaries" / "04-upload.md").read_text()
+
+
 def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> None:
     examples = tmp_path / "examples"
     shutil.copytree(EXAMPLES, examples)
