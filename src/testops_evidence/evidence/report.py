@@ -314,7 +314,10 @@ def build(tool: Tool, results: Path, out: Path, *, name: str, counts: Mapping[st
     entries = 0
     if tool.major >= 3:
         # A config of our own in an empty working directory: no allurerc.* of the repository is picked up.
-        config: dict[str, object] = {"name": name}
+        # One self-contained index.html (the awesome plugin's single-file mode): a report in several files
+        # fetches its data at load time, which a browser refuses for a page opened from disk (file://), so
+        # a downloaded publication showed an empty spinner. The single file opens from a double-click.
+        config: dict[str, object] = {"name": name, "plugins": {"awesome": {"options": {"singleFile": True}}}}
         if history is not None:
             entries = read_history(history) if history.exists() else 0
             config.update(historyPath=str(history.resolve()), historyLimit=history_limit)

@@ -19,6 +19,7 @@ Exit 0 when the cell is written, whatever its disposition: export decides what i
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -151,6 +152,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
     junit, allure_dir = _option(ctx, "junit"), _option(ctx, "allure-results")
     if key is None or out is None:
         raise input_error("case" if key is None else "out", "cell needs --case KEY and --out FILE")
+    if os.path.lexists(out):
+        # A usage mistake, said before any report is read: a cell result is written once, so a second `cell`
+        # with the same --out would otherwise read everything and then stop with an integrity refusal.
+        raise input_error("out", f"{out} already exists: a cell result is written once. Give a new --out path "
+                          "(one file per case, or per trial), or remove the old file if it is not needed",
+                          expected="a path that does not exist yet", actual=out)
     given = [option for option, _ in _REPORT_OPTIONS if _option(ctx, option) is not None]
     if not given:
         raise input_error("junit", "cell needs a report: --junit FILE|DIR, --allure-results DIR, "
