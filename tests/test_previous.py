@@ -166,6 +166,7 @@ def test_the_comparison_shows_every_category_and_lists_the_regressions(tmp_path:
     doc = document(flaky={"count": 10, "verdict": {"at-least": 1}, "jobs": "per-case"})
     doc["cases"].append({"key": "extra", "testops-id": 14, "full-name": "agents/extra", "title": "Extra",
                          "lane": "native", "checks": {"answer": "behavior"}})
+    next(c for c in doc["cases"] if c["key"] == "steady")["deterministic"] = True  # one flip is a regression
     contract = contract_of(doc)
     usage = {"cost-nanodollars": 1_000_000_000}
     before = earlier_export(tmp_path, contract, [
@@ -201,6 +202,18 @@ def test_the_comparison_shows_every_category_and_lists_the_regressions(tmp_path:
         {"key": "steady", "kind": "newly-failing", "baseline": "passed", "current": "failed"},
         {"key": "flaky", "kind": "pass-rate-drop", "baseline": "10/10", "current": "2/10"}]
     assert comparison["cost"]["change"] == (10 - 11) * 1_000_000_000 + 0  # steady reported no cost this time
+    # Fisher's exact test of 10/10 against 2/10 (p = 0.000714), Benjamini-Hochberg across the 3 cases both
+    # measured (flaky, steady 1/1 -> 0/1, human 0/1 -> 1/1): adjusted 0.00214.
+    flaky = categories["pass-rate-drop"][0]
+    assert (flaky["p-value"], flaky["adjusted-p-value"]) == (0.0007145, 0.002143)
+    assert comparison["flags"] == {"test": "fisher-exact", "correction": "benjamini-hochberg", "q": 0.05,
+                                   "compared": 3, "flagged": 1}
+    # Paired over the same 3 cases: flaky -0.8, steady -1, human +1 -> mean -0.266667
+    difference = comparison["difference"]
+    assert (difference["mean"], difference["cases"], difference["verdict"]) == (-0.266667, 3, "no detectable change")
+    assert (difference["only-baseline"], difference["only-current"]) == (0, 0)
+    assert json.loads(exported.outputs["comparison-difference"]) == difference
+    assert "Campaign pass rate: no detectable change" in exported.summary
     assert json.loads(exported.outputs["regressions"]) == comparison["regressions"]
     assert exported.outputs["comparison"] == "compared"
     assert "2 regression(s)." in exported.summary and "pass rate dropped beyond noise" in exported.summary
