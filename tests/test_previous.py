@@ -299,3 +299,39 @@ def test_without_a_publication_artifact_the_baseline_is_the_earlier_exports_resu
     baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]
     assert (baseline["artifact"], baseline["run-id"], baseline["comparable"]) == (
         "testops-evidence-results-1", EARLIER, True)
+
+
+def test_a_stochastic_single_trial_flip_is_shown_but_is_no_regression(tmp_path: Path, github: GitHubServer) -> None:
+    """Issue 25: with one trial per case every stochastic flip used to be "newly failing", a regression. Now a
+    flip is listed as changed; only the contract's deterministic cases make it a regression. The contract's
+    statistics (Holm at q = 0.01) and clusters reach the receipt."""
+    doc = trials_document(cases=40)
+    doc["statistics"] = {"q": 0.01, "correction": "holm"}
+    for case in doc["cases"]:
+        if case["key"] < "bulk-0010":
+            case["cluster"] = "shared-sandbox"
+    next(c for c in doc["cases"] if c["key"] == "bulk-0039")["deterministic"] = True
+    contract = contract_of(doc)
+    keys = [case.key for case in contract.cases]
+    publish_earlier(github, earlier_export(tmp_path, contract, [cell(contract, key) for key in keys]))
+    run = select(tmp_path, github, contract, **{"compare-with": "previous"})
+    assert run.exit_code == 0, run.summary
+    failing = {"bulk-0000", "bulk-0039"}
+    current = [cell(contract, key, disposition="behavior_failure",
+                    failed=["approved"] if key == "human" else ["answer"]) if key in failing else cell(contract, key)
+               for key in keys]
+    exported, results = export(tmp_path, github, contract, current, run.outputs["selection-sha256"])
+    receipt = json.loads(Path(f"{results}-receipt.json").read_text())
+    comparison = receipt["comparison"]
+    assert sorted(e["key"] for e in comparison["categories"]["newly-failing"]) == sorted(failing)
+    assert comparison["regressions"] == [
+        {"key": "bulk-0039", "kind": "newly-failing", "baseline": "passed", "current": "failed"}]
+    assert comparison["flags"] == {"test": "fisher-exact", "correction": "holm", "q": 0.01, "compared": 43,
+                                   "flagged": 0}
+    assert "Holm at q = 0.01 across the 43 cases" in exported.summary
+    # 41 of 43 cases passed; bulk-0000..0009 are one cluster: 43 - 10 + 1 groups.
+    rate = receipt["statistics"]["pass-rate"]
+    assert (rate["mean"], rate["cases"], rate["clusters"]) == (round(41 / 43, 6), 43, 34)
+    assert exported.outputs["pass-rate"] == str(round(41 / 43, 6))
+    assert json.loads(exported.outputs["pass-rate-ci"]) == rate["interval-95"]
+    assert json.loads(exported.outputs["comparison-difference"])["verdict"] == "no detectable change"

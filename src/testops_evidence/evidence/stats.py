@@ -267,6 +267,17 @@ def minimal_detectable_change(rates: Iterable[CaseRate]) -> float | None:
     return power_multiplier() * sqrt(2 * sum(variances)) / len(measured)
 
 
+MAX_TRIALS = 100  # the contract schema's limit of trials.count
+
+
+def cases_for(effect: float, trials: int, variance: float = 0.25) -> int:
+    """Cases for a paired comparison at ``trials`` trials per case to detect a change of ``effect`` (as
+    :func:`trials_for`)."""
+    if not 0 < effect <= 1 or trials < 1:
+        raise ValueError("an effect between 0 and 1 and at least one trial")
+    return max(2, ceil(2 * variance * power_multiplier() ** 2 / (trials * effect * effect)))
+
+
 def trials_for(effect: float, cases: int, variance: float = 0.25) -> int:
     """Trials per case for a paired comparison over ``cases`` cases to detect a change of ``effect`` in the
     campaign pass rate with 80% power at 5% two-sided, when one trial's variance is ``variance`` (0.25, a
