@@ -137,7 +137,7 @@ def test_the_minimal_detectable_change_from_the_within_case_variance() -> None:
 
 def test_a_seeded_simulation_keeps_the_promises() -> None:
     """Identical agents: the per-case flags stay quiet and the interval covers; a planted change of the promised
-    size is found about 80% of the time (the full grid is benchmarks/statistics.py)."""
+    size is found about 80% of the time (the full grid is benchmarks/comparisons.py)."""
     rng = random.Random(25)
     cases, trials, rate = 200, 4, 0.7
 
