@@ -18,7 +18,8 @@ from servers.github_server import GitHubServer
 from test_selection_support import REPOSITORY, RUN_ID, WORKFLOW, github_with_run, select_job_env
 from test_trials import contract_of, trial_cell, trials_document
 from testops_evidence.contract import Contract
-from testops_evidence.evidence.previous import newcombe
+from testops_evidence.evidence.previous import compare, newcombe
+from testops_evidence.evidence.receipt import receipt_from_bytes
 from testops_evidence.safeio import sha256_bytes
 
 EARLIER = RUN_ID - 7
@@ -240,6 +241,17 @@ def test_new_and_not_selected_cases_are_named(tmp_path: Path, github: GitHubServ
     verify = run_mode("verify", tmp_path, base, env)
     assert (verify.exit_code, verify.outputs["comparison"], verify.outputs["regressions"]) == (0, "compared", "[]")
     assert "### Compared with the previous campaign" in verify.summary
+    # The pass rate over the last runs (issue 25): the baseline's and this run's, as a Mermaid chart with only
+    # our labels, and a table.
+    assert "### Pass rate over the last runs" in verify.summary, verify.summary
+    assert f'x-axis ["run {EARLIER}", "run {RUN_ID}"]' in verify.summary
+    assert "    line [100.0, 100.0]" in verify.summary  # every measured case passed in both runs
+    assert verify.outputs["pass-rate"] == "1.0" and json.loads(verify.outputs["pass-rate-ci"]) == [1.0, 1.0]
+    # The trend travels down the chain of baselines: a run comparing with this one sees both earlier runs.
+    receipt = receipt_from_bytes(Path(f"{results}-receipt.json").read_bytes(), "receipt")
+    later = compare(receipt.results, receipt, None, cases={c.key: c for c in contract.cases},
+                    policy=contract.statistics)
+    assert [p["run-id"] for p in later["trend"]] == [EARLIER, RUN_ID]
 
 
 def test_a_baseline_of_another_contract_is_not_comparable(tmp_path: Path, github: GitHubServer) -> None:

@@ -164,3 +164,23 @@ def test_a_seeded_simulation_keeps_the_promises() -> None:
     assert 180 <= covered <= 197
     assert flagged <= 10  # under the null any flag is a false one: BH keeps P(any) <= q per comparison
     assert 140 <= detected <= 180
+
+
+def test_the_trend_chart_carries_only_our_labels() -> None:
+    """The Mermaid chart of the pass rate over the last runs is built from run numbers and percentages only;
+    a receipt's free text (its creation time) reaches the summary only through md, in the table."""
+    from testops_evidence.evidence.previous import render_trend
+
+    hostile = "```\n</details><script>alert(1)</script>"
+    rate = {"mean": 0.5, "standard-error": 0.1, "interval-95": [0.3, 0.7], "cases": 10, "clusters": 10}
+    points = [{"run-id": 7, "head-sha": "a" * 40, "created-at": hostile, "pass-rate": rate},
+              {"run-id": 8, "head-sha": "b" * 40, "created-at": "2026-12-04T10:00:00Z", "pass-rate": None}]
+    shown = render_trend(points)
+    chart = shown.split("```mermaid\n")[1].split("```")[0] if "```mermaid" in shown else ""
+    assert chart == ""  # one point with a pass rate: no chart to draw, the table alone
+    assert "<script>" not in shown and "\n</details>" not in shown and shown.count("```") == 0
+    points[1]["pass-rate"] = rate
+    shown = render_trend(points)
+    chart = shown.split("```mermaid\n")[1].split("```")[0]
+    assert 'x-axis ["run 7", "run 8"]' in chart and "line [30.0, 30.0]" in chart
+    assert "<script>" not in shown and shown.count("```") == 2

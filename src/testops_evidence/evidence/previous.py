@@ -27,7 +27,7 @@ counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import sqrt
 from typing import Any
@@ -199,6 +199,7 @@ def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
                    + [{"key": e["key"], "kind": "pass-rate-drop", "baseline": e["baseline"], "current": e["current"]}
                       for e in categories["pass-rate-drop"] if e["key"] not in {n["key"] for n in failing}])
     difference = stats.paired_difference(rates_before, rates_now)
+    trend = [*earlier_points(baseline.document), point(baseline.document, rates_before.values())][-(TREND_RUNS - 1):]
     block = baseline.document.get("usage") or {}
     before_cost = (block.get("campaign") or {}).get("cost-nanodollars")
     cost: dict[str, Any] = {"baseline": _figure(before_cost), "current": _figure(current_cost)}
@@ -207,9 +208,76 @@ def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
         cost["comparable"] = before_cost["coverage"] == current_cost["coverage"] == "reported"
     return {"categories": categories, "regressions": regressions, "cost": cost,
             "difference": difference.to_json() if difference is not None else None,
+            "trend": trend,
             "flags": {"test": "fisher-exact", "correction": policy.correction, "q": policy.q, "compared": len(flags),
                       "flagged": sum(1 for f in flags if f.flagged)},
             "trials": {key: len(trial_rows(row)) for key, row in now.items() if trial_rows(row)}}
+
+
+# --- the pass rate over the last runs ------------------------------------------------------------------------
+
+TREND_RUNS = 10
+
+
+def point(document: Mapping[str, Any], rates: Iterable[stats.CaseRate]) -> dict[str, Any]:
+    """One run's point of the trend: its run, commit, time and campaign pass rate (from its rows)."""
+    estimate = stats.campaign_pass_rate(rates)
+    context = document["context"]
+    return {"run-id": context["run-id"], "head-sha": context["head-sha"], "created-at": document["created-at"],
+            "pass-rate": estimate.to_json(clamp=True) if estimate is not None else None}
+
+
+def earlier_points(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The trend a receipt's own comparison recorded: the runs before its baseline, each compared in turn
+    with the next (so all of the same contract and profile); none when it compared with nothing."""
+    block = document.get("comparison")
+    if not isinstance(block, Mapping) or block.get("state") != "compared":
+        return []
+    return [dict(p) for p in block.get("trend") or []]
+
+
+def trend_of(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pass rate over the last runs, ending with this receipt's (its ``statistics``); empty when its
+    comparison gives no earlier run."""
+    earlier = earlier_points(document)
+    statistics = document.get("statistics")
+    if not earlier or not isinstance(statistics, Mapping):
+        return []
+    context = document["context"]
+    return [*earlier, {"run-id": context["run-id"], "head-sha": context["head-sha"],
+                       "created-at": document["created-at"], "pass-rate": statistics.get("pass-rate")}]
+
+
+def render_trend(points: Sequence[Mapping[str, Any]]) -> str:
+    """The summary section of the trend: a Mermaid chart GitHub draws (every label ours: run numbers and
+    percentages) and the same figures as a table for readers without charts."""
+    from testops_evidence import md
+
+    if len(points) < 2:
+        return ""
+    labels, lows, means, highs, rows = [], [], [], [], []
+    for p in points:
+        run = int(p["run-id"])
+        rate = p.get("pass-rate")
+        interval = rate.get("interval-95") if isinstance(rate, Mapping) else None
+        if isinstance(rate, Mapping):
+            mean = float(rate["mean"]) * 100
+            low, high = (float(interval[0]) * 100, float(interval[1]) * 100) if interval else (mean, mean)
+            labels.append(f'"run {run}"')
+            lows.append(f"{low:.1f}")
+            means.append(f"{mean:.1f}")
+            highs.append(f"{high:.1f}")
+        shown = (f"{float(rate['mean']) * 100:.1f}%" if isinstance(rate, Mapping) else "—")
+        rows.append((md.code(f"run {run}"), md.code(str(p["head-sha"])[:12]), md.text(str(p["created-at"])), shown,
+                     f"{float(interval[0]) * 100:.1f}%–{float(interval[1]) * 100:.1f}%" if interval else "—"))
+    parts = ["\n### Pass rate over the last runs\n\nThe campaign pass rate of this run and the runs before it of "
+             "the same contract and profile (each compared with the next), with its 95% interval.\n\n"]
+    if len(labels) >= 2:
+        parts.append("```mermaid\nxychart-beta\n    title \"Campaign pass rate (%), 95% interval\"\n"
+                     f"    x-axis [{', '.join(labels)}]\n    y-axis \"pass rate (%)\" 0 --> 100\n"
+                     f"    line [{', '.join(highs)}]\n    line [{', '.join(means)}]\n    line [{', '.join(lows)}]\n```\n\n")
+    parts.append(md.table(("run", "commit", "created", "pass rate", "95% interval"), rows))
+    return "".join(parts) + "\n"
 
 
 def _flag_entry(flag: stats.CaseFlag) -> dict[str, Any]:
@@ -316,7 +384,7 @@ def difference_line(difference: Mapping[str, Any] | None) -> str:
         return "**Campaign pass rate:** no case was measured by both campaigns: nothing to pair.\n\n"
     interval = difference["interval-95"]
     shown_interval = (f"95% interval {interval[0] * 100:+.1f} to {interval[1] * 100:+.1f}" if interval else
-                      "no interval: every case is in one cluster")
+                      "no interval: too few cases or clusters to estimate the spread")
     verdict = difference["verdict"] if difference["verdict"] in (stats.BETTER, stats.WORSE) else stats.NO_CHANGE
     icon = {stats.BETTER: "📈", stats.WORSE: "📉"}.get(verdict, "➖")
     line = (f"{icon} **Campaign pass rate: {verdict}** — {difference['mean'] * 100:+.1f} points ({shown_interval}, p = {difference['p-value']:.3g}), paired over the "
@@ -374,7 +442,7 @@ def render(block: Mapping[str, Any], limit: int = 50) -> str:
     rows = [(title, len(categories[name]), md.join((md.code(e["key"]) for e in categories[name][:limit]), ", ")
              or "—") for name, title in titles]
     parts = [head, difference_line(block.get("difference")),
-             f"**{len(block['regressions'])} regression(s).** ", md.table(("", "cases", "which"), rows)]
+             f"**{len(block['regressions'])} regression(s).**\n\n", md.table(("", "cases", "which"), rows)]
     rates = categories["pass-rate-drop"] + categories["pass-rate-rise"]
     flags = block.get("flags")
     if flags:

@@ -318,7 +318,7 @@ def render(block: Mapping[str, object]) -> str:
     interval = rate["interval-95"]
     shown = (f"95% interval {interval[0] * 100:.1f}%–{interval[1] * 100:.1f}%, standard error "
              f"{float(str(rate['standard-error'])) * 100:.1f} points" if interval else
-             "no interval: every case is in one cluster, so their spread cannot be estimated")
+             "no interval: too few cases or clusters to estimate the spread")
     grouping = ("clustered by case" if rate["clusters"] == rate["cases"]
                 else f"clustered in {rate['clusters']} groups of cases that share a fixture")
     line = (f"**{float(str(rate['mean'])) * 100:.1f}%** ({shown}) — the mean over {rate['cases']} cases of each case's "
@@ -326,7 +326,10 @@ def render(block: Mapping[str, object]) -> str:
     if block.get("not-measured"):
         line += f"; {block['not-measured']} case(s) measured nothing and are not in it"
     change = block.get("minimal-detectable-change")
-    if isinstance(change, float | int) and change >= 1:
+    if isinstance(change, float | int) and change == 0:
+        line += (".\n\n**Power:** every case gave the same result on every trial: no spread to estimate the "
+                 "smallest detectable change from")
+    elif isinstance(change, float | int) and change >= 1:
         line += (".\n\n**Power:** too few cases or trials for a paired comparison of two campaigns of this design "
                  "to detect any change in the pass rate with 80% power (5% two-sided)")
     elif isinstance(change, float | int):

@@ -77,6 +77,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     comparison = receipt.document.get("comparison")
     if isinstance(comparison, dict):
         body += previous.render(comparison)
+        body += previous.render_trend(previous.trend_of(receipt.document))
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
                                                    "attestation-predicate-path": str(predicate_path), **cost,
