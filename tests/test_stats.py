@@ -128,10 +128,27 @@ def test_the_power_multiplier_and_the_trials_per_case() -> None:
 
 
 def test_the_minimal_detectable_change_from_the_within_case_variance() -> None:
-    rates = [CaseRate(f"c{i}", p, 5, f"c{i}") for i, p in enumerate([5, 4, 3, 5, 2, 0])]
-    within = [(p / 5) * (1 - p / 5) / 4 for p in (5, 4, 3, 5, 2, 0)]
-    expected = stats.power_multiplier() * sqrt(2 * sum(within)) / 6
-    assert stats.minimal_detectable_change(rates) == pytest.approx(expected)
+    counts = (5, 4, 3, 5, 2, 0)
+    rates = [CaseRate(f"c{i}", p, 5, f"c{i}") for i, p in enumerate(counts)]
+    # The reference: the power of the two-sided z-test of the paired difference, 1 - Phi(1.96 - d / SE(d)),
+    # with SE(d)^2 = (sum of the cases' variances now + after every rate moved by d toward 50%) / n^2, each
+    # case's variance p(1 - p) / k estimated without bias by p^(1 - p^) / (k - 1); found by bisection.
+    n, k = len(counts), 5
+    mean = sum(counts) / (n * k)
+    sign = -1 if mean > 0.5 else 1
+    def power(d: float) -> float:
+        now = sum((c / k) * (1 - c / k) / (k - 1) for c in counts)
+        then = sum((c / k) * (1 - c / k) / (k - 1) + sign * d * (1 - 2 * c / k) / k - d * d / k for c in counts)
+        return 1 - statistics.NormalDist().cdf(1.959964 - d / (sqrt(now + max(then, 0)) / n))
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        low, high = (low, (low + high) / 2) if power((low + high) / 2) >= 0.8 else ((low + high) / 2, high)
+    assert stats.minimal_detectable_change(rates) == pytest.approx(high, abs=1e-5)
+    # At 50% a move in either direction leaves the noise as it is, to first order: sqrt(2) * 2.8016 * SE.
+    even = [CaseRate(f"c{i}", 1 + i % 2, 3, f"c{i}") for i in range(1000)]  # rates 1/3 and 2/3: mean 0.5
+    within = sum((r.rate * (1 - r.rate)) / 2 for r in even)
+    assert stats.minimal_detectable_change(even) == pytest.approx(
+        stats.power_multiplier() * sqrt(2 * within) / 1000, rel=0.01)
     assert stats.minimal_detectable_change(rates[:1]) is None
 
 
