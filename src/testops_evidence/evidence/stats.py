@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil, exp, isfinite, lgamma, log, sqrt
 from statistics import NormalDist
+from typing import Any
 
 NORMAL = NormalDist()
 LEVEL = 0.95
@@ -325,19 +326,20 @@ def pass_rate_outputs(block: Mapping[str, object]) -> dict[str, str]:
     return {"pass-rate": f"{rate['mean']}", "pass-rate-ci": f"[{interval[0]},{interval[1]}]" if interval else ""}
 
 
-def render(block: Mapping[str, object]) -> str:
-    """The summary section of the campaign pass rate (export and verify show the same)."""
+def render(block: Mapping[str, Any]) -> str:
+    """The summary section of the campaign pass rate (export and verify show the same), from the receipt's
+    ``statistics`` (its schema makes every figure a number)."""
     rate = block.get("pass-rate")
     head = "\n### Campaign pass rate\n\n"
     if not isinstance(rate, Mapping):
         return head + "No case measured anything (every case broken): there is no pass rate.\n"
     interval = rate["interval-95"]
     shown = (f"95% interval {interval[0] * 100:.1f}%–{interval[1] * 100:.1f}%, standard error "
-             f"{float(str(rate['standard-error'])) * 100:.1f} points" if interval else
+             f"{rate['standard-error'] * 100:.1f} points" if interval else
              "no interval: too few cases or clusters to estimate the spread")
     grouping = ("clustered by case" if rate["clusters"] == rate["cases"]
                 else f"clustered in {rate['clusters']} groups of cases that share a fixture")
-    line = (f"**{float(str(rate['mean'])) * 100:.1f}%** ({shown}) — the mean over {rate['cases']} cases of each case's "
+    line = (f"**{rate['mean'] * 100:.1f}%** ({shown}) — the mean over {rate['cases']} cases of each case's "
             f"pass rate over its measured trials ({block['trials']} trials), {grouping}")
     if block.get("not-measured"):
         line += f"; {block['not-measured']} case(s) measured nothing and are not in it"
