@@ -271,7 +271,8 @@ def render_trend(points: Sequence[Mapping[str, Any]]) -> str:
         rows.append((md.code(f"run {run}"), md.code(str(p["head-sha"])[:12]), md.text(str(p["created-at"])), shown,
                      f"{float(interval[0]) * 100:.1f}%–{float(interval[1]) * 100:.1f}%" if interval else "—"))
     parts = ["\n### Pass rate over the last runs\n\nThe campaign pass rate of this run and the runs before it of "
-             "the same contract and profile (each compared with the next), with its 95% interval.\n\n"]
+             "the same contract and profile (each compared with the next), with its 95% interval: the chart's lines "
+             "are the upper bound, the pass rate and the lower bound.\n\n"]
     if len(labels) >= 2:
         parts.append("```mermaid\nxychart-beta\n    title \"Campaign pass rate (%), 95% interval\"\n"
                      f"    x-axis [{', '.join(labels)}]\n    y-axis \"pass rate (%)\" 0 --> 100\n"
