@@ -80,7 +80,8 @@ def test_export_writes_one_result_per_selected_case_with_status_and_receipt(tmp_
         "results-dir": str(results_dir), "receipt-path": f"{results_dir}-receipt.json",
         "receipt-sha256": receipt_sha256,
         "passed-count": "1", "failed-count": "1", "broken-count": "1", "all-passed": "false",
-        "cost-nanodollars": "", "cost-coverage": "unavailable", "comparison": "", "regressions": "[]",
+        "cost-nanodollars": "", "cost-coverage": "unavailable", "comparison": "", "regressions": "[]", "comparison-difference": "",
+        "pass-rate": "0.5", "pass-rate-ci": "[0.0,1.0]",  # passed 1/1, failed 0/1, 2 broken: not measured
     }
     results = results_by_key(results_dir)
     assert {k: v["status"] for k, v in results.items()} == {

@@ -20,9 +20,9 @@ from typing import Any
 from testops_evidence import collector, summary
 from testops_evidence import ledger as ledgers
 from testops_evidence.context import is_local, job_context
-from testops_evidence.contract import Case
+from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure, previous, remote_cells, usage
+from testops_evidence.evidence import allure, previous, remote_cells, stats, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
@@ -138,7 +138,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     repeated = any(outcome.repeated for outcome in outcomes.values())
     trial_counts = Counter(t.verdict.status for outcome in outcomes.values() for t in outcome.trials)
     trial_row = {"total": sum(trial_counts.values()), **{s: trial_counts.get(s, 0) for s in ("passed", "failed", "broken")}}
-    comparison = _compare(selection, rows, accounts)
+    comparison = _compare(selection, rows, accounts, contract)
+    statistics = _statistics(rows, contract)
     receipt: dict[str, Any] = {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
@@ -158,6 +159,7 @@ def _run(ctx: PhaseContext) -> PhaseResult:
         **({"rerun-of": selection.document["rerun-of"]} if "rerun-of" in selection.document else {}),
         **({"ledger": remote.receipt_block()} if remote is not None else {}),
         **({"comparison": comparison} if comparison is not None else {}),
+        "statistics": statistics,
         "results": rows,
     }
     # Compact: a machine document (7.7 MB indented at 10,000 cases, and a tenth of the export's time); the
@@ -199,9 +201,10 @@ def _run(ctx: PhaseContext) -> PhaseResult:
             "all-passed": all_passed,
             **cost_outputs(accounts.campaign.get(usage.COST)),
             **comparison_outputs(comparison),
+            **pass_rate_outputs(statistics),
         },
         summary=_summary(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
-                         present, contract_row(ctx, contract)),
+                         present, contract_row(ctx, contract), statistics),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
 
@@ -290,7 +293,8 @@ def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection
     return RemoteCells(path, digest, expected is not None, files, not_counted)
 
 
-def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts) -> dict[str, Any] | None:
+def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts,
+             contract: Contract) -> dict[str, Any] | None:
     """The comparison with the baseline the selection bound (None: no compare-with)."""
     if "baseline" not in selection.document:
         return None
@@ -306,15 +310,32 @@ def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.A
                       actual=refusal.code) from None
     receipt = previous.checked_receipt(data, str(path), str(baseline["receipt-sha256"]), "selection.baseline")
     cost = accounts.campaign.get(usage.COST, usage.MISSING).to_json()
-    return previous.comparison_block(baseline, previous.compare(rows, receipt, cost))
+    return previous.comparison_block(baseline, previous.compare(
+        rows, receipt, cost, cases={case.key: case for case in contract.cases}, policy=contract.statistics))
 
 
 def comparison_outputs(comparison: dict[str, Any] | None) -> dict[str, Any]:
-    """``comparison`` (compared, not-comparable, no-baseline, or empty without compare-with) and
-    ``regressions`` (a JSON array)."""
+    """``comparison`` (compared, not-comparable, no-baseline, or empty without compare-with),
+    ``regressions`` (a JSON array) and ``comparison-difference`` (the paired difference, JSON)."""
     if comparison is None:
-        return {"comparison": "", "regressions": []}
-    return {"comparison": comparison["state"], "regressions": comparison["regressions"]}
+        return {"comparison": "", "regressions": [], "comparison-difference": ""}
+    return {"comparison": comparison["state"], "regressions": comparison["regressions"],
+            "comparison-difference": previous.difference_output(comparison)}
+
+
+# --- the campaign's pass rate with its uncertainty (evidence/stats.py) -----------------------------------------
+
+
+def _statistics(rows: list[dict[str, Any]], contract: Contract) -> dict[str, Any]:
+    """The receipt's ``statistics``: the campaign pass rate with its clustered interval, and the smallest
+    change a paired comparison of this design would detect."""
+    rates = previous.case_rates(rows, {case.key: case for case in contract.cases})
+    return stats.statistics_block(list(rates.values()))
+
+
+def pass_rate_outputs(statistics: Mapping[str, Any]) -> dict[str, Any]:
+    """``pass-rate`` and ``pass-rate-ci`` (a JSON array), empty when no case measured anything."""
+    return stats.pass_rate_outputs(statistics)
 
 
 def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell],
@@ -504,6 +525,7 @@ def _summary(
     workers: Workers | None,
     present: list[str],
     contract_source: summary.Markdown,
+    statistics: Mapping[str, Any],
 ) -> str:
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
@@ -563,6 +585,7 @@ def _summary(
              outcomes[row["key"]].verdict.message or "every check passed")
             for row in rows[:TABLE_ROWS]
         ], limit=TABLE_ROWS, more=max(len(rows) - TABLE_ROWS, 0)))
+    parts.append(stats.render(statistics))
     if remote is not None:
         parts.append(_remote_section(remote))
     parts.append(_usage_section(accounts))
