@@ -408,7 +408,7 @@ def test_6_the_default_state_dir_is_not_written_through_a_linked_parent(tmp_path
     (workspace / ".testops-evidence").symlink_to(elsewhere)  # committed in a fork's checkout
     done = subprocess.run([sys.executable, "-I", str(BIN), "export", "--contract", "contract.json"], cwd=workspace,
                           env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
-    assert done.returncode == 3 and "io.state_dir" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 3 and "io.state_dir" in done.stderr, done.stdout + done.stderr  # refusals: stderr
     assert list(elsewhere.iterdir()) == []  # no state dir, no failure.json through the link
 
 
