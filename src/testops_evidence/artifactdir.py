@@ -64,16 +64,18 @@ def selection_files(name: str) -> frozenset[str]:
 
 
 def bind_selection_dir(settings: Settings) -> Settings:
-    """With ``selection-dir``: the selection is read from that directory (``selection-path`` defaults to
-    ``<selection-dir>/testops-evidence-selection.json``; a given one must name a file directly in it), and the
+    """With ``selection-dir``: the selection is read from that directory (a ``selection-path`` that is a bare file
+    name, its default included, is taken inside it; a path must name a file directly in it), and the
     directory must hold nothing but the selection's files (``selection.extra_file``). Returns the settings the
     phase runs with."""
     directory = settings.path("selection-dir")
     if directory is None:
         return settings
-    given = settings.raw.get("selection-path") if settings.sources.get("selection-path") != "default" else None
-    if given is None:
-        path = os.path.join(os.fspath(directory), DEFAULT_SELECTION)
+    # The runner sets every declared input, so selection-path usually arrives as its default, a bare file name: a
+    # bare name is taken inside the directory; a path must name a file directly in it.
+    given = settings.raw.get("selection-path") or DEFAULT_SELECTION
+    if "/" not in given and os.sep not in given:
+        path = os.path.join(os.fspath(directory), given)
     else:
         path = given
         if "\x00" in path or os.path.dirname(os.path.abspath(path)) != os.path.abspath(directory):

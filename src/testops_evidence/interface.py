@@ -130,7 +130,7 @@ INPUTS: tuple[InputSpec, ...] = (
                                                   "verify", "cell", "pages"), kind="path"),
     InputSpec("selection-dir", "verify-selection / collect-cells / export / upload / verify / pages: the fresh "
               "directory the selection artifact was downloaded into (by its id). The selection is read from it "
-              "(`selection-path` then defaults to `<selection-dir>/testops-evidence-selection.json`), and the phase "
+              "(a bare file name in `selection-path`, its default included, is taken inside it), and the phase "
               "refuses the directory when it holds anything but the selection's own files "
               "(`selection.extra_file`). Empty: no directory check.", "",
               ("verify-selection", "collect-cells", "export", "upload", "verify", "pages"), kind="path"),
