@@ -579,3 +579,38 @@ def test_attest_hashes_verifys_files_and_refuses_to_sign_one_replaced_between_th
     (copied / "publication.intoto.json").write_text('{"_type": "https://in-toto.io/Statement/v1", "forged": 1}\n')
     refused = run_step(check, publish, env)
     assert refused.returncode != 0 and "FAILED" in refused.stdout
+
+
+def test_export_takes_the_imported_ledger_by_id_alone_in_its_directory_and_bound_by_its_digest(tmp_path: Path) -> None:
+    """Issue 23, item 5: the ledger export reads crossed jobs by the import workflow's ledger-artifact-id into a
+    directory of its own that must hold the ledger alone, and export re-hashes it against ledger-sha256."""
+    call = load("campaign.yml")["on"]["workflow_call"]["inputs"]
+    assert call["ledger-sha256"]["default"] == "" and call["ledger-artifact-id"]["default"] == ""
+    steps = load("campaign.yml")["jobs"]["export"]["steps"]
+    download = next(step for step in steps if step.get("id") == "ledger-download")
+    check = next(step for step in steps if step.get("id") == "ledger")
+    exporting = next(step for step in steps if step.get("id") == "export")
+    assert download["with"]["artifact-ids"] == "${{ inputs.ledger-artifact-id }}"
+    assert download["if"] == check["if"] == "${{ inputs.ledger-artifact-id != '' }}"
+    assert check["env"] == {"LEDGER_DIR": "${{ steps.ledger-download.outputs.download-path }}"}
+    assert exporting["with"]["ledger"] == "${{ steps.ledger.outputs.path || inputs.ledger }}"
+    assert exporting["with"]["ledger-sha256"] == "${{ inputs.ledger-sha256 }}"
+    imported = load("import.yml")
+    assert imported["on"]["workflow_call"]["outputs"]["ledger-artifact-id"]["value"] == (
+        "${{ jobs.import.outputs.ledger-artifact-id }}")
+    assert imported["jobs"]["import"]["outputs"]["ledger-artifact-id"] == "${{ steps.ledger-artifact.outputs.artifact-id }}"
+    assert imported["jobs"]["import"]["outputs"]["ledger-sha256"] == "${{ steps.import.outputs.ledger-sha256 }}"
+    # The step itself: the one file is the ledger; anything beside it (or a link) stops the job.
+    ledger_dir, output = tmp_path / "ledger", tmp_path / "output"
+    ledger_dir.mkdir()
+    (ledger_dir / "campaign-ledger.json").write_text("{}")
+    done = run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)})
+    assert done.returncode == 0, done.stderr
+    assert output.read_text() == f"path={ledger_dir / 'campaign-ledger.json'}\n"
+    (ledger_dir / ".later.json").write_text("{}")
+    refused = run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)})
+    assert refused.returncode == 3 and "::error title=artifact.extra_file::" in refused.stdout, refused.stdout
+    (ledger_dir / ".later.json").unlink()
+    (ledger_dir / "campaign-ledger.json").unlink()
+    (ledger_dir / "campaign-ledger.json").symlink_to(tmp_path / "output")
+    assert run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)}).returncode == 3
