@@ -614,3 +614,23 @@ def test_export_takes_the_imported_ledger_by_id_alone_in_its_directory_and_bound
     (ledger_dir / "campaign-ledger.json").unlink()
     (ledger_dir / "campaign-ledger.json").symlink_to(tmp_path / "output")
     assert run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)}).returncode == 3
+
+
+def test_the_worker_record_lists_every_file_of_the_artifact_with_its_digest(tmp_path: Path) -> None:
+    """Export reads a worker's artifact directory only when it holds exactly the files the record lists (issue 23):
+    the record lists each cell and report the worker left, with its SHA-256, but not itself nor hidden files
+    (upload-artifact leaves those out)."""
+    write_selection(tmp_path, [case("alpha", []), case("beta", [])])
+    command = ('python3 -c "import os; p = os.environ[\'TESTOPS_EVIDENCE_CELL_RESULT\']; open(p, \'w\').write(\'{}\'); '
+               'd = os.path.join(os.path.dirname(p), os.environ[\'TESTOPS_EVIDENCE_CASE\'] + \'-report\'); '
+               'os.makedirs(d, exist_ok=True); open(os.path.join(d, \'junit.xml\'), \'w\').write(\'<x/>\'); '
+               'open(os.path.join(d, \'.hidden\'), \'w\').write(\'h\')"')
+    done = run_loop(tmp_path, ["alpha", "beta"], command, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = tmp_path / "testops-evidence-cells"
+    record = json.loads((cells / "testops-evidence-worker.json").read_text())
+    expected = {path.relative_to(cells).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+                for path in cells.rglob("*") if path.is_file() and not path.name.startswith(".")
+                and path.name != "testops-evidence-worker.json"}
+    assert record["files"] == expected
+    assert set(expected) == {"alpha.json", "beta.json", "alpha-report/junit.xml", "beta-report/junit.xml"}
