@@ -102,8 +102,11 @@ def _offending_path(error: Any) -> list[Any]:
     path = list(error.absolute_path)
     instance = error.instance
     if error.validator == "required" and isinstance(instance, dict):
+        # jsonschema makes one error per missing property, each naming it in its message only: each row
+        # points at its own property, not every row at the first one missing.
         missing = [name for name in error.validator_value if name not in instance]
-        return path + missing[:1]
+        named = [name for name in missing if error.message == f"{name!r} is a required property"]
+        return path + (named or missing)[:1]
     if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})

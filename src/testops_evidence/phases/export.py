@@ -89,7 +89,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     present: list[str] = []
     facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
              "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now}
-    if cell_dir.exists() or cell_dir.is_symlink():
+    cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
+    if cell_dir_present:
         if workers is None:
             files = collect_cells(cell_dir, **facts)
         else:
@@ -97,9 +98,11 @@ def _run(ctx: PhaseContext) -> PhaseResult:
                                                   jobs=list(workers.jobs), **facts)
     if workers is not None and workers.collected is not None:
         _match_collected(workers, present, selection.digest)
-    else:
+    elif not cell_dir_present and any(not case.remote for case in cases):
+        # Only when it is true: with the directory present (a rehearsal, an export without collect-cells) the
+        # cells in it are read, and a campaign of remote cases only needs no directory.
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
-                             "case is exported as broken (not recorded)")
+                             "case measured by a worker job is exported as broken (not recorded)")
     remote = _remote_cells(ctx, contract, cases, selection)
     if remote is not None:
         files = [*files, *remote.files]
@@ -513,14 +516,17 @@ def _summary(
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
     elif workers.collected is not None:
-        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells: {len(present)} "
-                  f"of {len(workers.jobs)} worker artifacts present; every cell came from the job the matrix "
-                  "plan assigned its case to")
+        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells (the id and "
+                  f"digest that step reported in its job's record): {len(present)} of {len(workers.jobs)} worker "
+                  "artifacts present; every cell came from the job the matrix plan assigned its case to")
     else:
+        # Without collect-cells nothing here knows which job uploaded an artifact: only its name was read.
         missing = len(workers.jobs) - len(present)
-        origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"
-                  + (f" ({missing} missing: their cases are not recorded)" if missing else "")
-                  + "; every cell came from the job the matrix plan assigned its case (and trial) to")
+        origin = (f"per worker, by artifact name only: {len(present)} of {len(workers.jobs)} worker artifacts "
+                  "present" + (f" ({missing} missing: their cases are not recorded)" if missing else "")
+                  + "; each cell was accepted only from the artifact named for the job the matrix plan assigned "
+                  "its case (and trial) to, but no collect-cells ran in this job, so which job uploaded each "
+                  "artifact was not checked")
     repeated = [o for o in outcomes.values() if o.repeated]
     parts = [
         summary.table(("", ""), [
