@@ -136,6 +136,19 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "the same run attempt; find out what changed the file in between.",
               cause="The selection file was edited, replaced by another attempt's artifact, or the digest came "
                     "from another run."),
+        _spec("selection.extra_file", _I, "the selection's directory holds an entry beyond the selection's own files",
+              "Download the selection artifact by the select job's `selection-artifact-id` output into a fresh "
+              "directory of its own (the campaign template does), and find out who uploaded the artifact again: "
+              "nothing of it was used.",
+              cause="A worker re-uploaded the selection artifact (upload-artifact `overwrite: true`) with the same "
+                    "selection plus files meant to land in a later job (a harness, a cell), or the directory was "
+                    "shared with another download or step."),
+        _spec("artifact.extra_file", _I, "a downloaded artifact holds more than the files its job binds",
+              "Download the artifact by the id its upload step reported, into a fresh directory of its own (the "
+              "campaign template does), and find out who uploaded it again: nothing of it was used.",
+              cause="A worker re-uploaded the artifact (upload-artifact `overwrite: true`) with files added, or the "
+                    "directory was shared with another download or step. Raised by the campaign template's "
+                    "attest job (the statement and its predicate alone) and export job (the ledger alone)."),
         _spec("selection.context", _I, "the selection was made for another run, repository or contract",
               "Re-run all jobs (never only the failed ones) so that every job uses this attempt's selection; keep "
               "the contract unchanged during a run.",

@@ -239,6 +239,11 @@ def run_phase(
         settings = Settings.resolve(mode, cli_values, env)
         if "\x00" in (settings.string("state-dir") or ""):
             settings.path("state-dir")  # refuses the NUL byte with input.state-dir (pathlib only then)
+        if settings.is_set("selection-dir") and INPUTS_BY_NAME["selection-dir"].applies_to(mode):
+            # The selection artifact's own directory, checked before the phase reads a byte of it (artifactdir.py).
+            from testops_evidence.artifactdir import bind_selection_dir
+
+            settings = bind_selection_dir(settings)
         if mode not in PHASE_MODULES:
             raise Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
                           expected=" | ".join(PHASE_MODULES), actual=mode)

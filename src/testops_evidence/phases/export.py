@@ -264,9 +264,10 @@ class RemoteCells:
 def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection: Selection) -> RemoteCells | None:
     """With cases measured by another workflow: the ledger's cells for them (None when there are none).
 
-    ``ledger-sha256``, when given, must be the digest of the ledger's bytes (the import job's output): a
-    ledger that crossed jobs as an artifact is bound by it like the selection. Without the ledger file the
-    remote cases are not recorded (broken), with a warning."""
+    ``ledger-sha256`` must be the digest of the ledger's bytes (the import job's output): a ledger that crossed
+    jobs as an artifact is bound by it like the selection. Inside GitHub Actions it is required to read a ledger
+    (``input.ledger-sha256``); outside (a rehearsal) it may be omitted. Without the ledger file the remote cases
+    are not recorded (broken), with a warning."""
     if not any(case.remote for case in cases):
         return None
     path = ctx.settings.path("ledger") or Path("campaign-ledger.json")
@@ -281,6 +282,13 @@ def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection
         ctx.runtime.annotate("warning", f"the ledger {path} does not exist: the cases measured remotely are "
                              "exported as broken (not recorded)", title="export.ledger")
         return RemoteCells(path, None, False, [], [])
+    if expected is None and ctx.env.get("GITHUB_ACTIONS") == "true":
+        # Inside Actions a ledger read without the import job's digest could be any bytes on this runner's disk
+        # (an artifact extracted beside it, a step before this one): required, as selection-sha256 is.
+        raise Refusal("input.ledger-sha256", f"input ledger-sha256 is required inside GitHub Actions to read the "
+                      f"ledger {path}: pass the import job's ledger-sha256 output (the campaign template's "
+                      "`ledger-sha256` input), which binds the ledger export reads to the one import wrote",
+                      field="ledger-sha256", expected="64 lowercase hex characters", actual=None)
     ledger, data = found
     digest = sha256_bytes(data)
     if expected is not None and digest != expected:
