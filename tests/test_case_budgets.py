@@ -58,6 +58,19 @@ def flooded_case(tmp_path: Path, files: int, size: int, *, contract: Any = CONTR
     return options, env
 
 
+ANY = small_contract(run_attempts="any")
+
+
+def any_policy_case(tmp_path: Path) -> tuple[dict[str, str], dict[str, str], Path]:
+    """A per-worker export under run-attempts any (many attempts per case admitted), and the empty case
+    directory of get-task-context in its worker's artifact."""
+    options, env = prepare(tmp_path, [], contract=ANY)
+    options["artifact-prefix"] = "testops-evidence"
+    directory = Path(options["cell-results"]) / f"testops-evidence-cells-1-{OWNER}" / "get-task-context"
+    directory.mkdir(parents=True)
+    return options, env, directory
+
+
 def test_160_cells_of_4_mib_in_one_case_directory_are_refused_before_one_is_read(
         tmp_path: Path, bytes_read: dict[str, int]) -> None:
     # Issue 24 (5): export read all 640 MiB (peak 683 MiB, 26 s), then refused export.duplicate_cell.
@@ -73,14 +86,10 @@ def test_160_cells_of_4_mib_in_one_case_directory_are_refused_before_one_is_read
 
 def test_under_run_attempts_any_the_byte_budget_refuses_the_directory_before_it_is_read(
         tmp_path: Path, bytes_read: dict[str, int]) -> None:
-    contract = small_contract(run_attempts="any")
-    options, env = prepare(tmp_path, [], contract=contract)
-    options["artifact-prefix"] = "testops-evidence"
-    artifact = Path(options["cell-results"]) / f"testops-evidence-cells-1-{OWNER}"
-    (artifact / "get-task-context").mkdir(parents=True)
+    options, env, directory = any_policy_case(tmp_path)
     over = layout.CASE_CELL_BYTES // (4 * MIB) + 1  # one 4 MiB cell more than the budget holds
     for index in range(over):
-        padded(4 * MIB, artifact / "get-task-context" / f"attempt-{index}.json")
+        padded(4 * MIB, directory / f"attempt-{index}.json")
     run = export(tmp_path, options, env)
     assert (run.exit_code, run.outputs["error-code"]) == (3, "export.case_budget"), run.summary
     failure = run.failure()
@@ -93,11 +102,7 @@ def test_under_run_attempts_any_the_byte_budget_refuses_the_directory_before_it_
 def test_the_cell_count_budget_is_checked_from_the_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           bytes_read: dict[str, int]) -> None:
     monkeypatch.setattr(layout, "CASE_CELL_FILES", 4)
-    contract = small_contract(run_attempts="any")
-    options, env = prepare(tmp_path, [], contract=contract)
-    options["artifact-prefix"] = "testops-evidence"
-    directory = Path(options["cell-results"]) / f"testops-evidence-cells-1-{OWNER}" / "get-task-context"
-    directory.mkdir(parents=True)
+    options, env, directory = any_policy_case(tmp_path)
     for index in range(5):
         padded(10, directory / f"attempt-{index}.json")
     run = export(tmp_path, options, env)
@@ -168,13 +173,9 @@ def test_a_cell_for_another_jobs_case_is_refused_from_the_listing(tmp_path: Path
 
 
 def test_an_honest_case_directory_within_the_budgets_is_exported(tmp_path: Path) -> None:
-    contract = small_contract(run_attempts="any")
-    options, env = prepare(tmp_path, [], contract=contract)
-    options["artifact-prefix"] = "testops-evidence"
-    directory = Path(options["cell-results"]) / f"testops-evidence-cells-1-{OWNER}" / "get-task-context"
-    directory.mkdir(parents=True)
+    options, env, directory = any_policy_case(tmp_path)
     for index in range(3):
-        document = cell(contract, "get-task-context", attempt=f"attempt-{index}",
+        document = cell(ANY, "get-task-context", attempt=f"attempt-{index}",
                         finished=f"2026-12-01T10:0{index + 5}:00Z")
         (directory / f"attempt-{index}.json").write_bytes(
             safeio.canonical_json(bound_to(document, options["selection-sha256"])))
