@@ -18,7 +18,7 @@ from testops_evidence.contract import contract_from_document
 from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 
-SENTINEL = "sentinel-testops-token-4f1d"
+SENTINEL = "sentinel-allure-tok-4f1d8b3e"  # no 8 characters of it in honest output
 
 
 @pytest.fixture

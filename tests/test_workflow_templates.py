@@ -199,15 +199,21 @@ def test_a_job_that_writes_downloads_each_artifact_into_a_directory_of_its_own(n
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:
     """collect-cells finds each worker by its job name and upload step (evidence/workers.py); export reads only
     the artifacts it verified, each in its own directory, and the publish job gets both travelled digests."""
-    from testops_evidence.evidence.workers import UPLOAD_STEP
+    from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
     jobs = load("campaign.yml")["jobs"]
     for lane in ("native", "external"):
         job = jobs[lane]
         assert job["name"] == "${{ inputs.artifact-prefix }} ${{ matrix.job }}"
-        upload = next(step for step in job["steps"] if step.get("name") == UPLOAD_STEP)
+        index = next(i for i, step in enumerate(job["steps"]) if step.get("name") == UPLOAD_STEP)
+        upload, report = job["steps"][index], job["steps"][index + 1]
         assert upload["with"]["name"] == "${{ inputs.artifact-prefix }}-cells-${{ github.run_attempt }}-${{ matrix.job }}"
         assert upload["with"]["if-no-files-found"] == "error"  # the worker record is always there
+        assert "overwrite" not in upload["with"]  # a second upload under the name fails: squatting shows
+        # The upload's id and digest reach the job's own step record through the next step's evaluated name.
+        assert upload["id"] == "upload" and upload["if"] == report["if"] == "${{ !cancelled() }}"
+        assert report["name"] == REPORT_EXPRESSION
+        assert "${{" not in report["run"]  # the outputs reach the shell through env only
     export = jobs["export"]
     assert export["permissions"] == {"contents": "read", "actions": "read"}
     steps = export["steps"]

@@ -232,6 +232,9 @@ def run_phase(
     state: StateDir | None = StateDir(state_value if state_value and "\x00" not in state_value
                                       else default_state_location(env),
                                       workspace=env.get("GITHUB_WORKSPACE") or os.getcwd())
+    # `check` only reads: it keeps no summary copy and no failure.json unless a state dir is asked for (a
+    # maintainer's next step after `check` is to commit, and a stray .testops-evidence/ got committed too).
+    kept = state if mode != "check" or state_value else None
     try:
         settings = Settings.resolve(mode, cli_values, env)
         if "\x00" in (settings.string("state-dir") or ""):
@@ -264,19 +267,19 @@ def run_phase(
             raise Refusal("mode.not_built", f"mode {mode} is not available in this version") from None
         result: PhaseResult = module.run(ctx)
     except Refusal as refusal:
-        return report_refusal(mode, refusal, runtime, state)
+        return report_refusal(mode, refusal, runtime, kept)
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
         import traceback
 
         runtime.debug(traceback.format_exc())
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
-        return report_refusal(mode, internal, runtime, state)
+        return report_refusal(mode, internal, runtime, kept)
 
     for name, value in result.outputs.items():
         runtime.set_output(name, value)
     runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
                     + result.summary)
-    keep_summary(state, mode, runtime)
+    keep_summary(kept, mode, runtime)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):
         runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
@@ -298,8 +301,10 @@ def _fail_on_failed(settings: Settings) -> bool:
 def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> int:
     """Outputs ``error-code``, an ``::error`` annotation, a summary section and ``failure.json``."""
     runtime.set_output("error-code", refusal.code)
-    runtime.annotate("error", str(refusal), title=refusal.code)
+    if not runtime.prints_summary:  # a terminal gets the refusal once, as the section below (on stderr)
+        runtime.annotate("error", str(refusal), title=refusal.code)
     where = ""
+    runtime.refusal = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
     if state is not None:
         document = {"mode": mode, **refusal.to_json()}
         try:
@@ -307,7 +312,8 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
             where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n"
         except (Refusal, OSError) as exc:
             runtime.annotate("warning", f"failure.json could not be written: {exc}")
-    runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where)
+    runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where,
+                    refusal=True)
     keep_summary(state, mode, runtime)
     return refusal.exit_code
 

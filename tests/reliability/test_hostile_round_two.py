@@ -452,7 +452,7 @@ def test_7_a_read_only_state_dir_refuses_before_export_writes_anything(tmp_path:
 
 # --- 8 and 13. credentials and malformed URLs in the TestOps endpoint ---------------------------------------
 
-SECRET = "tok-SENTINEL-0123456789abcdef"
+SECRET = "tok-SENTINEL-9e4c1a7f3b5d2086"
 
 
 @pytest.mark.parametrize("endpoint,says", [
