@@ -298,6 +298,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Keep only cell results, and reports in directories named by case keys, in cell-results.",
               cause="A stray file at the top of cell-results, or reports in a directory not named by a case key.",
               scope=SCOPE_EXPORT),
+        _spec("export.case_budget", _I, "a case directory holds more files, or more bytes, than export reads for "
+              "one case",
+              "A worker wrote far more than one case's evidence into one directory: inspect the worker's job (the "
+              "agent under test may be flooding its artifact), keep transcripts and other material out of the "
+              "report directories, and run the campaign again; docs/evidence.md lists the budgets.",
+              cause="An agent or case command that filled its case directory with copies or padding, or a harness "
+                    "that writes a report per step instead of per run.", scope=SCOPE_EXPORT),
         _spec("export.duplicate_cell", _I, "two cell results for the same case, or two sharing an attempt id",
               "Write one cell result per case and attempt; remove the stray file the refusal names from the "
               "cell-results directory.",

@@ -16,7 +16,7 @@ from typing import Any
 from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
-from testops_evidence.schemacheck import ecma_pattern
+from testops_evidence.schemacheck import ecma_pattern, unique_items
 
 CONTRACT_LIMIT = 4 * 1024 * 1024
 
@@ -53,13 +53,31 @@ def _strict_validator_class() -> Any:
         # A JSON integer: 12.0 is a number (jsonschema counts it as an integer; it became "12.0" in URLs).
         return isinstance(instance, int) and not isinstance(instance, bool)
 
-    return validators.extend(Draft202012Validator, {"pattern": pattern},
+    def unique(validator: Any, value: Any, instance: Any, _schema: Any) -> Any:
+        # Linear, by hashing canonical forms: jsonschema's own compares every pair of items that do not sort
+        # (mixed types, objects), so explaining a hostile contract's 16,000-item array took minutes.
+        if value is True and validator.is_type(instance, "array") and not unique_items(instance):
+            yield ValidationError(f"{_preview(instance)} has non-unique elements")
+
+    def max_items(validator: Any, value: int, instance: Any, _schema: Any) -> Any:
+        # jsonschema's message quotes the whole array: 100 KB for an oversized list of actors.
+        if validator.is_type(instance, "array") and len(instance) > value:
+            yield ValidationError(f"{_preview(instance)} is too long: {len(instance)} items, at most {value}")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern, "uniqueItems": unique,
+                                                    "maxItems": max_items},
                              type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", integer))
 
 
+def _preview(instance: list[Any]) -> str:
+    text = repr(instance[:8])
+    return text if len(instance) <= 8 else text[:-1] + f", ... ({len(instance)} items)]"
+
+
 def strict_validator(schema: Any) -> Any:
-    """jsonschema's Draft 2020-12 validator with the two rules of :mod:`schemacheck`: integers are JSON
-    integers, and a pattern's ``$`` ends the text."""
+    """jsonschema's Draft 2020-12 validator with the rules of :mod:`schemacheck`: integers are JSON
+    integers, a pattern's ``$`` ends the text, and ``uniqueItems`` is checked in linear time (with the
+    exact JSON Schema equality, which jsonschema's neighbour comparison misses on ``[[1], [true], [1]]``)."""
     return _strict_validator_class()(schema)
 
 

@@ -88,14 +88,15 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     files: list[CellFile] = []
     present: list[str] = []
     facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
-             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now}
+             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now,
+             "run_attempts": contract.trust.run_attempts}
     cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
     if cell_dir_present:
         if workers is None:
             files = collect_cells(cell_dir, **facts)
         else:
             files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix,
-                                                  jobs=list(workers.jobs), **facts)
+                                                  jobs=workers.jobs, **facts)
     if workers is not None and workers.collected is not None:
         _match_collected(workers, present, selection.digest)
     elif not cell_dir_present and any(not case.remote for case in cases):
