@@ -208,12 +208,14 @@ def _optional_count(value: Any, what: str) -> int | None:
 
 
 class _Transport(Exception):
-    """A transport failure; ``sent`` says whether the request may have reached the server."""
+    """A transport failure; ``sent`` says whether the request may have reached the server, ``deadline``
+    whether the answer's deadline cut it off."""
 
-    def __init__(self, reason: str, *, sent: bool) -> None:
+    def __init__(self, reason: str, *, sent: bool, deadline: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.sent = sent
+        self.deadline = deadline
 
 
 @dataclass
@@ -398,7 +400,7 @@ class TestOpsClient:
             self._check_deadline(method, clean, started, None)
             try:
                 answer = self._send(method, url, clean, params, json_body, data, files,
-                                    authorization=self._authorization())
+                                    authorization=self._authorization(), started=started)
             except _Transport as failure:
                 if method in MUTATING:
                     if failure.sent:
@@ -406,8 +408,8 @@ class TestOpsClient:
                     raise Refusal("testops.transport", f"{method} {clean} could not reach TestOps "
                                   f"({failure.reason}); nothing was sent") from None
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"GET {clean} failed ({_attempts(attempt + 1)}); last: "
-                                  f"{failure.reason}") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"GET {clean} failed ({_attempts(attempt + 1)}); last: {failure.reason}") from None
                 self._backoff(method, clean, started, attempt, None, failure.reason)
                 attempt += 1
                 continue
@@ -430,8 +432,8 @@ class TestOpsClient:
             raise self._status_refusal(method, clean, answer, attempts=attempt + 1)
 
     def _send(self, method: str, url: str, clean: str, params: Mapping[str, Any] | None, json_body: Any,
-              data: Any, files: Any, *, authorization: str | None) -> _Answer:
-        import requests
+              data: Any, files: Any, *, authorization: str | None, started: float) -> _Answer:
+        from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired
 
         self._limiter.acquire()
         request_id = self._new_request_id()
@@ -443,10 +445,43 @@ class TestOpsClient:
         self.request_count += 1
         began = self._monotonic()
         self._log(f"TestOps {method} {clean} (request id {request_id})")
+        seconds = self._answer_seconds(started)
         try:
-            response = session.request(method, url, params=_query(params), json=json_body, data=data,
-                                       files=files, headers=headers, stream=True, allow_redirects=False,
-                                       timeout=(self.connect_timeout, self.read_timeout))
+            # Connection, status, headers and body all within the deadline: the read timeout alone is per read,
+            # and a server that drips a byte per (read timeout - ε) would never trip it.
+            with AnswerDeadline(seconds):
+                response = self._request(session, method, url, params, json_body, data, files, headers)
+                try:
+                    body = self._read_body(method, clean, response)
+                finally:
+                    response.close()
+        except DeadlineExpired:
+            raise _Transport(f"no whole answer within {seconds:g} s", sent=True, deadline=True) from None
+        server_id = response.headers.get("X-Request-Id")
+        elapsed_ms = int((self._monotonic() - began) * 1000)
+        self._log(f"TestOps {method} {clean} -> {response.status_code} in {elapsed_ms} ms "
+                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + self._scrub(_short(server_id, 80))})")
+        return _Answer(response.status_code, response.headers, body, request_id)
+
+    def _answer_seconds(self, started: float) -> float:
+        """How long one answer may take: the connect and read timeouts together, and never past the per-call or
+        overall deadline. Those are kept on the injected clock; what is left of them becomes real seconds here,
+        because a socket waits in real time (see answerdeadline)."""
+        now = self._monotonic()
+        seconds = self.connect_timeout + self.read_timeout
+        seconds = min(seconds, started + self.call_deadline - now)
+        if self._deadline_at is not None:
+            seconds = min(seconds, self._deadline_at - now)
+        return max(0.0, seconds)
+
+    def _request(self, session: requests.Session, method: str, url: str, params: Mapping[str, Any] | None,
+                 json_body: Any, data: Any, files: Any, headers: Mapping[str, str]) -> requests.Response:
+        import requests
+
+        try:
+            return session.request(method, url, params=_query(params), json=json_body, data=data,
+                                   files=files, headers=headers, stream=True, allow_redirects=False,
+                                   timeout=(self.connect_timeout, self.read_timeout))
         except requests.exceptions.ConnectTimeout:
             raise _Transport("connect timeout", sent=False) from None
         except requests.exceptions.SSLError as exc:
@@ -459,15 +494,6 @@ class TestOpsClient:
             raise _Transport(self._connection_reason(exc, sent), sent=sent) from None
         except requests.exceptions.RequestException as exc:
             raise _Transport(f"{type(exc).__name__}", sent=True) from None
-        try:
-            body = self._read_body(method, clean, response)
-        finally:
-            response.close()
-        server_id = response.headers.get("X-Request-Id")
-        elapsed_ms = int((self._monotonic() - began) * 1000)
-        self._log(f"TestOps {method} {clean} -> {response.status_code} in {elapsed_ms} ms "
-                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + self._scrub(_short(server_id, 80))})")
-        return _Answer(response.status_code, response.headers, body, request_id)
 
     def _read_body(self, method: str, clean: str, response: requests.Response) -> bytes:
         import requests
@@ -570,12 +596,13 @@ class TestOpsClient:
         while True:
             self._check_deadline("POST", TOKEN_PATH, started, None)
             try:
-                answer = self._send("POST", url, TOKEN_PATH, None, None, form, None, authorization=None)
+                answer = self._send("POST", url, TOKEN_PATH, None, None, form, None, authorization=None,
+                                    started=started)
             except _Transport as failure:
                 # The exchange mutates nothing in TestOps, so it is retried like a GET.
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"the token exchange failed ({_attempts(attempt + 1)}); "
-                                  f"last: {failure.reason}") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"the token exchange failed ({_attempts(attempt + 1)}); last: {failure.reason}") from None
                 self._backoff("POST", TOKEN_PATH, started, attempt, None, failure.reason)
                 attempt += 1
                 continue
@@ -616,12 +643,14 @@ class TestOpsClient:
     def _get_session(self) -> requests.Session:
         if self._session is None:
             import requests
-            from requests.adapters import HTTPAdapter
+
+            from testops_evidence.answerdeadline import deadline_adapter
 
             session = requests.Session()
-            # No urllib3-level retries at all: this class decides what may be re-sent.
-            session.mount("http://", HTTPAdapter(max_retries=0))
-            session.mount("https://", HTTPAdapter(max_retries=0))
+            # No urllib3-level retries at all: this class decides what may be re-sent. The adapter lets the
+            # answer deadline (see _send) cut a connection that is still answering.
+            session.mount("http://", deadline_adapter(max_retries=0))
+            session.mount("https://", deadline_adapter(max_retries=0))
             # trust_env would let a ~/.netrc entry replace our Authorization header; turn it off, then take
             # back from the environment only what self-hosted runners need: the proxy (honouring
             # NO_PROXY) and a custom CA bundle for a TestOps behind an internal CA.
