@@ -23,18 +23,11 @@ from servers.github_server import GitHubServer
 from test_guard import SENTINEL, Guard
 from test_selection_support import example_document, github_with_run, select_job_env, write_contract
 from testops_evidence import github_run
-from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired, deadline_adapter
 from testops_evidence.errors import Refusal
 
 # TESTOPS_EVIDENCE_GITHUB_TIMEOUT is whole seconds (at least 1); a byte every 0.5 s keeps every read well inside it.
 GITHUB_TIMEOUT = "1"
 GITHUB_DRIP = 0.5
-
-
-def left_early(drip: Drip) -> None:
-    """The client hung up before the drip was done (the server notices within two more bytes)."""
-    assert drip.done.wait(60), "the drip never ended: the client is still reading"
-    assert drip.hung_up and drip.sent < drip.total, (drip.sent, drip.total)
 
 
 def refused(run: PhaseRun, code: str, exit_code: int = 4) -> None:
@@ -63,7 +56,7 @@ def test_guard_refuses_github_timeout_when_the_run_is_dripped(tmp_path: Path, gh
     run = guard.guard(env)
     refused(run, "github.timeout")
     assert secret_leaks(run, gh.token) == []
-    left_early(drip)
+    assert drip.left_early(), (drip.sent, drip.total)
     assert len(gh.requests_to("run")) == 1  # a request whose time is up is not sent again
 
 
@@ -86,7 +79,7 @@ def test_select_on_the_files_backend_refuses_github_timeout_when_the_run_is_drip
                                             "selection-path": str(tmp_path / "out" / "selection.json")}, env)
         refused(run, "github.timeout")
         assert not (tmp_path / "out" / "selection.json").exists()
-        left_early(drip)
+        assert drip.left_early(), (drip.sent, drip.total)
 
 
 def test_an_artifact_download_dripped_by_the_storage_host_is_github_timeout(gh: GitHubServer) -> None:
@@ -101,7 +94,7 @@ def test_an_artifact_download_dripped_by_the_storage_host_is_github_timeout(gh: 
         github_run.download_artifact(gh.api_url(), gh.token, artifact, max_bytes=4096, policy=policy)
     assert (caught.value.code, caught.value.exit_code) == ("github.timeout", 4)
     assert gh.token not in str(caught.value.to_json())
-    left_early(drip)
+    assert drip.left_early(), (drip.sent, drip.total)
 
 
 # --- the deadline itself ----------------------------------------------------------------------------------------
@@ -113,6 +106,8 @@ def test_an_answer_cut_by_the_deadline_is_never_taken_whole_even_when_its_read_e
     import socket
 
     import requests
+
+    from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired, deadline_adapter
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

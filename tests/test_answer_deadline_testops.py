@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FakeClock
+from helpers import FakeClock, PhaseRun
 from servers.drip import Drip
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
-from test_answer_deadline_github import left_early, refused
 from test_select_testops import PROJECT, World, no_secret
 from test_selection_support import (
     REPOSITORY,
@@ -36,6 +35,13 @@ from testops_evidence.testops.client import TestOpsClient
 TESTOPS_TUNING = {"TESTOPS_EVIDENCE_CONNECT_TIMEOUT": "0.3", "TESTOPS_EVIDENCE_READ_TIMEOUT": "0.5",
                   "TESTOPS_EVIDENCE_MAX_RETRIES": "0"}
 TESTOPS_DRIP = 0.25
+
+
+def refused(run: PhaseRun, code: str, exit_code: int = 4) -> None:
+    assert (run.exit_code, run.outputs.get("error-code")) == (exit_code, code), run.summary
+    failure = run.failure()
+    assert failure is not None and failure["code"] == code
+    assert f"`{code}`" in run.summary
 
 
 SENTINEL = "sentinel-testops-token-deadline-5d1f"
@@ -67,7 +73,7 @@ def test_select_on_the_testops_backend_refuses_testops_deadline_when_the_job_run
     refused(run, "testops.deadline")
     assert "selection-sha256" not in run.outputs
     no_secret(world, run)
-    left_early(drip)
+    assert drip.left_early(), (drip.sent, drip.total)
 
 
 @pytest.fixture
@@ -97,7 +103,7 @@ def test_a_dripped_answer_to_a_mutation_is_uncertain_and_left_to_reconcile(
     refused(failed, "testops.uncertain")
     assert len(server.launches) == 1 and mutations(server) == [("POST", "/testplan/340/run")]  # sent once
     assert StateDir(failed.state_dir).pending_markers() == ["launch"]  # type: ignore[arg-type]
-    left_early(drip)
+    assert drip.left_early(), (drip.sent, drip.total)
     launch_phases.assert_token_nowhere()
 
 
@@ -117,4 +123,4 @@ def test_a_get_dripped_on_every_attempt_is_retried_then_refused_testops_deadline
         assert "no whole answer within 0.8 s" in caught.value.message
         assert len(server.requests("GET", "/testcase/194")) == 3 and len(fake.sleeps) == 2
         for drip in drips:
-            left_early(drip)
+            assert drip.left_early(), (drip.sent, drip.total)

@@ -152,9 +152,11 @@ def _adapter_class() -> type[HTTPAdapter]:
             _use_watched_pools(self.poolmanager)
 
         def proxy_manager_for(self, proxy: str, **kwargs: Any) -> PoolManager:
-            manager = super().proxy_manager_for(proxy, **kwargs)
+            manager: PoolManager = super().proxy_manager_for(proxy, **kwargs)
             if proxy.lower().startswith("socks"):
-                return manager  # SOCKS pools have connection classes of their own; the deadline still runs
+                # SOCKS pools have connection classes of their own: through such a proxy the deadline is
+                # only checked when the answer ends (and a request after it is still never sent).
+                return manager
             return _use_watched_pools(manager)
 
     return _DeadlineAdapter

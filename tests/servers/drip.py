@@ -33,6 +33,11 @@ class Drip:
         if self.part not in PARTS:
             raise ValueError(f"part must be one of {PARTS}, not {self.part!r}")
 
+    def left_early(self, wait: float = 60.0) -> bool:
+        """Whether the client hung up before the drip was done (the server notices within two more bytes);
+        waits up to ``wait`` seconds for the drip to end, which is no measure of the client's speed."""
+        return self.done.wait(wait) and self.hung_up and self.sent < self.total
+
     def serve(self, out: BinaryIO, status: int, headers: Mapping[str, str], body: bytes,
               stop: threading.Event | None = None) -> None:
         """Write the answer to ``out`` (a handler's wfile), dripping the chosen part; never raises OSError."""
