@@ -36,11 +36,13 @@ _CURRENT: contextvars.ContextVar[AnswerDeadline | None] = contextvars.ContextVar
 
 class DeadlineExpired(Exception):
     """The answer's deadline passed. Deliberately not an ``OSError``: urllib3 retries those, and a request
-    whose time is up must not be sent again."""
+    whose time is up must not be sent again. ``sent`` is False when the request was stopped before it went out
+    (its time was up already), so a change request is known not to have happened."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, sent: bool = True) -> None:
         super().__init__(f"no whole answer within {seconds:g} s")
         self.seconds = seconds
+        self.sent = sent
 
 
 class AnswerDeadline:
@@ -74,9 +76,9 @@ class AnswerDeadline:
             # Whatever the read said (an error, or an answer that ended when the socket was cut): too late.
             raise DeadlineExpired(self.seconds) from exc
 
-    def check(self) -> None:
+    def check(self, *, sent: bool = True) -> None:
         if self.expired:
-            raise DeadlineExpired(self.seconds)
+            raise DeadlineExpired(self.seconds, sent=sent)
 
     def watch(self, sock: Any) -> None:
         """Cut ``sock`` when the deadline passes (at once if it has passed already)."""
@@ -120,7 +122,7 @@ def _adapter_class() -> type[HTTPAdapter]:
         def request(self, *args: Any, **kwargs: Any) -> None:
             deadline = _CURRENT.get()
             if deadline is not None:
-                deadline.check()  # a retry after the deadline is never sent
+                deadline.check(sent=False)  # a request (or urllib3's retry of one) after the deadline is never sent
             super().request(*args, **kwargs)
 
         def getresponse(self) -> Any:
@@ -130,7 +132,7 @@ def _adapter_class() -> type[HTTPAdapter]:
         def request(self, *args: Any, **kwargs: Any) -> None:
             deadline = _CURRENT.get()
             if deadline is not None:
-                deadline.check()
+                deadline.check(sent=False)
             super().request(*args, **kwargs)
 
         def getresponse(self) -> Any:

@@ -4,8 +4,9 @@ This is the only module that talks to GitHub. PyGithub (and ``requests``) are im
 functions that need them, so importing this module costs nothing. ``GITHUB_API_URL`` is the base URL,
 so GitHub Enterprise Server (``https://HOST/api/v3``) works the same as github.com.
 
-Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable server or
-a timeout is ``github.transport``, and a response without a field we bind is ``github.response_invalid``.
+Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable or silent
+server is ``github.transport``, an answer still incomplete at its deadline (however slowly its bytes come)
+is ``github.timeout``, and a response without a field we bind is ``github.response_invalid``.
 The token is never part of a message: messages name the request, never its headers.
 """
 

@@ -11,7 +11,8 @@ What it promises, because everything above it is built on these guarantees:
   jitter (the random source is injected), honouring ``Retry-After``, inside a per-call deadline and an
   optional overall deadline (``testops.deadline``).
 * **Every response is bounded**: streamed with a size cap (``testops.response_too_large``), decoded as
-  JSON and shape-checked by the caller's expectations (``testops.response_invalid``).
+  JSON and shape-checked by the caller's expectations (``testops.response_invalid``), and awaited at most
+  the connect and read timeouts together, however slowly its bytes come (a broken-off answer as above).
 * **Requests are paced** by a token bucket (default 20 requests/s, as allurectl 2.20 and Allure 3),
   using the injected monotonic clock and sleep, so tests never really sleep.
 * **The token never leaves the Authorization header**: not in logs, messages or refusals (every text
@@ -399,14 +400,14 @@ class TestOpsClient:
         while True:
             self._check_deadline(method, clean, started, None)
             try:
-                answer = self._send(method, url, clean, params, json_body, data, files,
-                                    authorization=self._authorization(), started=started)
+                answer = self._send_bounded(started, method, url, clean, params, json_body, data, files,
+                                            authorization=self._authorization())
             except _Transport as failure:
                 if method in MUTATING:
                     if failure.sent:
                         raise self._uncertain(method, clean, failure.reason) from None
-                    raise Refusal("testops.transport", f"{method} {clean} could not reach TestOps "
-                                  f"({failure.reason}); nothing was sent") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"{method} {clean} could not reach TestOps ({failure.reason}); nothing was sent") from None
                 if attempt >= self.max_retries:
                     raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
                                   f"GET {clean} failed ({_attempts(attempt + 1)}); last: {failure.reason}") from None
@@ -431,37 +432,18 @@ class TestOpsClient:
                 continue
             raise self._status_refusal(method, clean, answer, attempts=attempt + 1)
 
-    def _send(self, method: str, url: str, clean: str, params: Mapping[str, Any] | None, json_body: Any,
-              data: Any, files: Any, *, authorization: str | None, started: float) -> _Answer:
+    def _send_bounded(self, started: float, method: str, url: str, clean: str, *args: Any,
+                      authorization: str | None) -> _Answer:
+        """:meth:`_send` with a deadline over the whole answer: connection, status, headers and body. The read
+        timeout alone is per read, and a server that drips a byte per (read timeout - ε) would never trip it."""
         from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired
 
-        self._limiter.acquire()
-        request_id = self._new_request_id()
-        headers = {"Accept": "application/json", "X-Request-Id": request_id,
-                   "User-Agent": _user_agent()}
-        if authorization is not None:
-            headers["Authorization"] = authorization
-        session = self._get_session()
-        self.request_count += 1
-        began = self._monotonic()
-        self._log(f"TestOps {method} {clean} (request id {request_id})")
         seconds = self._answer_seconds(started)
         try:
-            # Connection, status, headers and body all within the deadline: the read timeout alone is per read,
-            # and a server that drips a byte per (read timeout - ε) would never trip it.
             with AnswerDeadline(seconds):
-                response = self._request(session, method, url, params, json_body, data, files, headers)
-                try:
-                    body = self._read_body(method, clean, response)
-                finally:
-                    response.close()
-        except DeadlineExpired:
-            raise _Transport(f"no whole answer within {seconds:g} s", sent=True, deadline=True) from None
-        server_id = response.headers.get("X-Request-Id")
-        elapsed_ms = int((self._monotonic() - began) * 1000)
-        self._log(f"TestOps {method} {clean} -> {response.status_code} in {elapsed_ms} ms "
-                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + self._scrub(_short(server_id, 80))})")
-        return _Answer(response.status_code, response.headers, body, request_id)
+                return self._send(method, url, clean, *args, authorization=authorization)
+        except DeadlineExpired as expired:
+            raise _Transport(f"no whole answer within {seconds:g} s", sent=expired.sent, deadline=True) from None
 
     def _answer_seconds(self, started: float) -> float:
         """How long one answer may take: the connect and read timeouts together, and never past the per-call or
@@ -474,14 +456,24 @@ class TestOpsClient:
             seconds = min(seconds, self._deadline_at - now)
         return max(0.0, seconds)
 
-    def _request(self, session: requests.Session, method: str, url: str, params: Mapping[str, Any] | None,
-                 json_body: Any, data: Any, files: Any, headers: Mapping[str, str]) -> requests.Response:
+    def _send(self, method: str, url: str, clean: str, params: Mapping[str, Any] | None, json_body: Any,
+              data: Any, files: Any, *, authorization: str | None) -> _Answer:
         import requests
 
+        self._limiter.acquire()
+        request_id = self._new_request_id()
+        headers = {"Accept": "application/json", "X-Request-Id": request_id,
+                   "User-Agent": _user_agent()}
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        session = self._get_session()
+        self.request_count += 1
+        began = self._monotonic()
+        self._log(f"TestOps {method} {clean} (request id {request_id})")
         try:
-            return session.request(method, url, params=_query(params), json=json_body, data=data,
-                                   files=files, headers=headers, stream=True, allow_redirects=False,
-                                   timeout=(self.connect_timeout, self.read_timeout))
+            response = session.request(method, url, params=_query(params), json=json_body, data=data,
+                                       files=files, headers=headers, stream=True, allow_redirects=False,
+                                       timeout=(self.connect_timeout, self.read_timeout))
         except requests.exceptions.ConnectTimeout:
             raise _Transport("connect timeout", sent=False) from None
         except requests.exceptions.SSLError as exc:
@@ -494,6 +486,15 @@ class TestOpsClient:
             raise _Transport(self._connection_reason(exc, sent), sent=sent) from None
         except requests.exceptions.RequestException as exc:
             raise _Transport(f"{type(exc).__name__}", sent=True) from None
+        try:
+            body = self._read_body(method, clean, response)
+        finally:
+            response.close()
+        server_id = response.headers.get("X-Request-Id")
+        elapsed_ms = int((self._monotonic() - began) * 1000)
+        self._log(f"TestOps {method} {clean} -> {response.status_code} in {elapsed_ms} ms "
+                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + self._scrub(_short(server_id, 80))})")
+        return _Answer(response.status_code, response.headers, body, request_id)
 
     def _read_body(self, method: str, clean: str, response: requests.Response) -> bytes:
         import requests
@@ -596,8 +597,8 @@ class TestOpsClient:
         while True:
             self._check_deadline("POST", TOKEN_PATH, started, None)
             try:
-                answer = self._send("POST", url, TOKEN_PATH, None, None, form, None, authorization=None,
-                                    started=started)
+                answer = self._send_bounded(started, "POST", url, TOKEN_PATH, None, None, form, None,
+                                            authorization=None)
             except _Transport as failure:
                 # The exchange mutates nothing in TestOps, so it is retried like a GET.
                 if attempt >= self.max_retries:
@@ -648,7 +649,7 @@ class TestOpsClient:
 
             session = requests.Session()
             # No urllib3-level retries at all: this class decides what may be re-sent. The adapter lets the
-            # answer deadline (see _send) cut a connection that is still answering.
+            # answer deadline (see _send_bounded) cut a connection that is still answering.
             session.mount("http://", deadline_adapter(max_retries=0))
             session.mount("https://", deadline_adapter(max_retries=0))
             # trust_env would let a ~/.netrc entry replace our Authorization header; turn it off, then take
