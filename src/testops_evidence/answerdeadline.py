@@ -9,8 +9,10 @@ that ends early is never taken for the whole answer: leaving the block after exp
 :class:`DeadlineExpired` even when the read itself reported success.
 
 The socket is found by the connection classes of :func:`deadline_adapter` (a ``requests`` adapter): each
-request registers its connection's socket with the deadline of the current context just before the
-answer is read, and a request that starts after the deadline is never sent (so urllib3 does not retry it).
+request starts its time with the deadline of the current context as it is sent and registers its
+connection's socket just before the answer is read; once an attempt ran out of time nothing more is sent
+(so urllib3 does not retry it), while an attempt that failed otherwise (a read timeout) and is retried gets
+the whole time again.
 
 **Time.** Phases inject their clock, sleep and UUIDs (``PhaseContext``) so that tests never really wait.
 A socket, though, waits in real time: the watchdog measures real monotonic time (``threading.Timer``), and
@@ -46,8 +48,10 @@ class DeadlineExpired(Exception):
 
 
 class AnswerDeadline:
-    """``with AnswerDeadline(seconds):`` — every request made inside must be answered, body included, within
-    ``seconds`` of entering the block, or the connection is cut and :class:`DeadlineExpired` raised."""
+    """``with AnswerDeadline(seconds):`` — every request sent inside must be answered, body included, within
+    ``seconds`` of its start, or its connection is cut and :class:`DeadlineExpired` raised. Each attempt gets
+    the whole time (urllib3 retries a GET inside one call after a read timeout); once an attempt has run out
+    of time, nothing more is sent in the block."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = max(0.0, seconds)
@@ -55,39 +59,50 @@ class AnswerDeadline:
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
         self._timer: threading.Timer | None = None
+        self._attempt = 0  # a timer that fires for an attempt already replaced does nothing
         self._token: contextvars.Token[AnswerDeadline | None] | None = None
 
     def __enter__(self) -> AnswerDeadline:
         self._token = _CURRENT.set(self)
-        self._timer = threading.Timer(self.seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        with self._lock:
+            self._attempt += 1
+            self._socket = None
+            if self._timer is not None:
+                self._timer.cancel()
         if self._token is not None:
             _CURRENT.reset(self._token)
-        with self._lock:
-            self._socket = None
         if self.expired and not isinstance(exc, DeadlineExpired):
             # Whatever the read said (an error, or an answer that ended when the socket was cut): too late.
             raise DeadlineExpired(self.seconds) from exc
 
-    def check(self, *, sent: bool = True) -> None:
-        if self.expired:
-            raise DeadlineExpired(self.seconds, sent=sent)
+    def start(self) -> None:
+        """A request is about to be sent: its time starts now (or it is not sent, if time ran out already)."""
+        with self._lock:
+            if self.expired:
+                raise DeadlineExpired(self.seconds, sent=False)
+            self._attempt += 1
+            self._socket = None
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.seconds, self._expire, args=(self._attempt,))
+            self._timer.daemon = True
+            self._timer.start()
 
     def watch(self, sock: Any) -> None:
-        """Cut ``sock`` when the deadline passes (at once if it has passed already)."""
+        """Cut ``sock`` when the current attempt's time is up (at once if it is up already)."""
         with self._lock:
             self._socket = sock if isinstance(sock, socket.socket) else None
-        self.check()
+            if self.expired:
+                raise DeadlineExpired(self.seconds)
 
-    def _expire(self) -> None:
+    def _expire(self, attempt: int) -> None:
         with self._lock:
+            if attempt != self._attempt:
+                return
             self.expired = True
             sock = self._socket
         if sock is not None:
@@ -122,7 +137,7 @@ def _adapter_class() -> type[HTTPAdapter]:
         def request(self, *args: Any, **kwargs: Any) -> None:
             deadline = _CURRENT.get()
             if deadline is not None:
-                deadline.check(sent=False)  # a request (or urllib3's retry of one) after the deadline is never sent
+                deadline.start()  # each attempt's own time; none is sent once an attempt ran out of it
             super().request(*args, **kwargs)
 
         def getresponse(self) -> Any:
@@ -132,7 +147,7 @@ def _adapter_class() -> type[HTTPAdapter]:
         def request(self, *args: Any, **kwargs: Any) -> None:
             deadline = _CURRENT.get()
             if deadline is not None:
-                deadline.check(sent=False)
+                deadline.start()
             super().request(*args, **kwargs)
 
         def getresponse(self) -> Any:
@@ -156,8 +171,8 @@ def _adapter_class() -> type[HTTPAdapter]:
         def proxy_manager_for(self, proxy: str, **kwargs: Any) -> PoolManager:
             manager: PoolManager = super().proxy_manager_for(proxy, **kwargs)
             if proxy.lower().startswith("socks"):
-                # SOCKS pools have connection classes of their own: through such a proxy the deadline is
-                # only checked when the answer ends (and a request after it is still never sent).
+                # SOCKS pools have connection classes of their own: through such a proxy only the per-read
+                # timeouts apply (docs/security.md, known limits).
                 return manager
             return _use_watched_pools(manager)
 

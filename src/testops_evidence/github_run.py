@@ -706,7 +706,7 @@ DOWNLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
 
 
 def download_seconds(timeout: float, max_bytes: int) -> float:
-    """The deadline of one artifact download (both hops: the API's redirect and the storage host's body)."""
+    """The deadline of each request of an artifact download (the API's redirect, the storage host's body)."""
     return answer_seconds(timeout) + max_bytes / DOWNLOAD_FLOOR_BYTES_PER_SECOND
 
 
