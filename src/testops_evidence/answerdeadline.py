@@ -116,10 +116,6 @@ def _cut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-def current() -> AnswerDeadline | None:
-    return _CURRENT.get()
-
-
 def deadline_adapter(**kwargs: Any) -> HTTPAdapter:
     """A ``requests`` HTTPAdapter (same arguments) whose connections obey the current :class:`AnswerDeadline`."""
     return _adapter_class()(**kwargs)

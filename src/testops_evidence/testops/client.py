@@ -434,8 +434,8 @@ class TestOpsClient:
 
     def _send_bounded(self, started: float, method: str, url: str, clean: str, *args: Any,
                       authorization: str | None) -> _Answer:
-        """:meth:`_send` with a deadline over the whole answer: connection, status, headers and body. The read
-        timeout alone is per read, and a server that drips a byte per (read timeout - ε) would never trip it."""
+        """:meth:`_send` with a deadline over the whole answer: status, headers and body. The read timeout alone
+        is per read, and a server that drips a byte per (read timeout - ε) would never trip it."""
         from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired
 
         seconds = self._answer_seconds(started)
