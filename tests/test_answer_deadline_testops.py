@@ -16,7 +16,7 @@ from helpers import FakeClock, PhaseRun
 from servers.drip import Drip
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
-from test_select_testops import PROJECT, World, no_secret
+from test_select_testops import PROJECT, SENTINEL, World, no_secret
 from test_selection_support import (
     REPOSITORY,
     RUN_ID,
@@ -26,6 +26,7 @@ from test_selection_support import (
     select_job_env,
     write_contract,
 )
+from test_testops_phases import TOKEN as PHASE_TOKEN
 from test_testops_phases import Phases, contract_document, mutations
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import StateDir
@@ -44,7 +45,6 @@ def refused(run: PhaseRun, code: str, exit_code: int = 4) -> None:
     assert f"`{code}`" in run.summary
 
 
-SENTINEL = "sentinel-testops-token-deadline-5d1f"
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_select_on_the_testops_backend_refuses_testops_deadline_when_the_job_run
 def launch_world(tmp_path: Path) -> Iterator[tuple[Phases, TestOpsServer]]:
     """launch's world (tests/test_testops_phases.py): an admitted run and a TestOps plan with its job."""
     fake = FakeClock()
-    with TestOpsServer(token="SENTINEL-phase-token-0b7e4d", clock=fake.monotonic) as testops, \
+    with TestOpsServer(token=PHASE_TOKEN, clock=fake.monotonic) as testops, \
             GitHubServer() as github:
         github.add_repo(REPOSITORY)
         github.add_run(REPOSITORY, RUN_ID, run_number=17, path=WORKFLOW)

@@ -114,7 +114,8 @@ def test_the_default_contract_path_is_the_documented_one(tmp_path: Path, monkeyp
 def test_outside_actions_the_summary_is_printed(tmp_path: Path, in_repo: None) -> None:
     run = run_mode("check", tmp_path, {"contract": "examples/contract.yml"}, actions=False)
     assert run.exit_code == EXIT_OK
-    assert "## testops-evidence · `check`" in run.log
+    # Plain text for a terminal: no Markdown heading marks, backticks or table pipes.
+    assert "testops-evidence · check\n" in run.log and "`" not in run.log and "| " not in run.log
 
 
 def test_check_through_the_cli_writes_the_summary_file(tmp_path: Path, in_repo: None,
@@ -126,3 +127,20 @@ def test_check_through_the_cli_writes_the_summary_file(tmp_path: Path, in_repo: 
                      "--summary-file", str(tmp_path / "summary.md")])
     assert code == EXIT_OK
     assert_golden(GOLDEN / "summary.md", (tmp_path / "summary.md").read_text())
+
+
+def test_check_prints_the_trials_per_case_the_contracts_target_effect_takes(tmp_path: Path) -> None:
+    """Issue 25: a contract naming `statistics.detect` learns the trials per case it takes (80% power, 5%
+    two-sided, paired, pass rates near 50%): 2 * 0.25 * 2.801585^2 / (12 * 0.05^2) = 130.8 -> 131 > 100."""
+    def target(document: dict[str, object]) -> None:
+        document["statistics"] = {"detect": 0.05, "correction": "holm", "q": 0.1}
+    run = run_mode("check", tmp_path, {"contract": str(write_contract(tmp_path, target))})
+    assert run.exit_code == EXIT_OK, run.summary
+    assert "Holm (family-wise error rate) at q = 0.1" in run.summary
+    assert "over these 12 cases takes **131 trial(s) per case**" in run.summary
+    # 2 * 0.25 * 2.801585^2 / (100 * 0.05^2) = 15.7 -> 16 cases at 100 trials.
+    assert "at 100 trials it takes 16 cases" in run.summary
+    def coarse(document: dict[str, object]) -> None:
+        document["statistics"] = {"detect": 0.3}
+    run = run_mode("check", tmp_path, {"contract": str(write_contract(tmp_path, coarse, "coarse.json"))})
+    assert "takes **4 trial(s) per case**" in run.summary and "it takes" not in run.summary.split("**4 trial")[1]

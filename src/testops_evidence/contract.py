@@ -102,8 +102,11 @@ def _offending_path(error: Any) -> list[Any]:
     path = list(error.absolute_path)
     instance = error.instance
     if error.validator == "required" and isinstance(instance, dict):
+        # jsonschema makes one error per missing property, each naming it in its message only: each row
+        # points at its own property, not every row at the first one missing.
         missing = [name for name in error.validator_value if name not in instance]
-        return path + missing[:1]
+        named = [name for name in missing if error.message == f"{name!r} is a required property"]
+        return path + (named or missing)[:1]
     if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})
@@ -242,6 +245,13 @@ class Case:
     credentials: tuple[str, ...] = ()
     trials: Trials = ONE_TRIAL
     remote: bool = False  # measured by another workflow: its cells come from the ledger, it has no worker job
+    cluster: str | None = None  # cases sharing a fixture: one group for the campaign's standard errors
+    deterministic: bool = False  # a verdict change from the baseline is a regression even with one trial
+
+    @property
+    def cluster_name(self) -> str:
+        """The group the campaign's standard errors cluster this case in: its cluster, else itself."""
+        return f"cluster:{self.cluster}" if self.cluster is not None else f"case:{self.key}"
 
     def row(self) -> dict[str, Any]:
         """The canonical case row bound into selections and evidence (``trials`` only when repeated: one
@@ -276,6 +286,16 @@ class RemotePolicy:
 
 
 @dataclass(frozen=True)
+class StatisticsPolicy:
+    """How the comparison with the baseline judges change (evidence/stats.py): the per-case flags' error rate
+    ``q`` and correction, and the campaign-level change the contract wants to be able to detect."""
+
+    q: float = 0.05
+    correction: str = "benjamini-hochberg"  # benjamini-hochberg | holm
+    detect: float | None = None
+
+
+@dataclass(frozen=True)
 class Budget:
     """Caps on usage counters: for the campaign (shared out between the worker jobs) and for each trial."""
 
@@ -304,6 +324,7 @@ class Contract:
     # it in the selection, so a worker binds its contract file by hashing it instead of parsing it.
     file_sha256: str | None = None
     budget: Budget | None = None
+    statistics: StatisticsPolicy = field(default_factory=StatisticsPolicy)
 
     def case(self, key: str) -> Case:
         try:
@@ -473,6 +494,8 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             job_urls=tuple(t.get("job-urls", ())),
         )
     default_trials = trials_from(document.get("trials"))
+    stats_doc = document.get("statistics", {})
+    deterministic = bool(stats_doc.get("deterministic", False))
     cases = tuple(
         Case(
             key=c["key"],
@@ -485,6 +508,8 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             credentials=tuple(c.get("credentials", ())),
             trials=trials_from(c["trials"]) if "trials" in c else default_trials,
             remote=c.get("measured-by", "worker") == "remote",
+            cluster=c.get("cluster"),
+            deterministic=bool(c.get("deterministic", deterministic)),
         )
         for c in document["cases"]
     )
@@ -517,6 +542,9 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
         file_sha256=file_sha256,
         budget=None if "budget" not in document else Budget(dict(document["budget"].get("campaign", {})),
                                                              dict(document["budget"].get("trial", {}))),
+        statistics=StatisticsPolicy(q=float(stats_doc.get("q", 0.05)),
+                                    correction=stats_doc.get("correction", "benjamini-hochberg"),
+                                    detect=float(stats_doc["detect"]) if "detect" in stats_doc else None),
     )
 
 

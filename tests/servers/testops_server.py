@@ -93,8 +93,12 @@ the next ``times`` matching requests (``None`` = all). Kinds:
   reader's refusals, such as a 5,000-digit integer or NaN, are "not JSON" too);
 * ``duplicate`` -- process, then repeat the first item of the page's ``content`` (or of a JSON array);
 * ``drop`` -- process ("commit"), then close the connection without any answer (the uncertain mutation).
+* ``headers`` -- process, then answer as usual with ``headers=`` replacing the answer's own (a
+  ``Content-Length: ²`` that ``str.isdigit`` accepts and ``int`` refuses).
 * ``drip`` -- process, then send the real answer through ``drip=Drip(every, part)`` (``servers/drip.py``): a
   byte (or a one-byte chunk) every ``every`` seconds, which only a deadline over the whole answer stops.
+
+``message=`` sets the ``status`` kind's error message (a hostile server echoing the token in it).
 
 ``commit=False`` on the processing kinds answers the fault without touching state.
 
@@ -127,7 +131,8 @@ from servers import conformance
 from servers.drip import Drip
 
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
-FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "drip")
+FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers",
+               "drip")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
 
 
@@ -152,6 +157,8 @@ class Fault:
     commit: bool = True
     hits: int = 0
     body: bytes = b"{not json"
+    message: str | None = None  # "status": the error body's message (a hostile server echoes a token in it)
+    headers: dict[str, str] = field(default_factory=dict)  # "headers": these replace the answer's own
     drip: Drip | None = None  # kind "drip": the real answer, dripped (servers/drip.py)
 
     def matches(self, method: str, route: str) -> bool:
@@ -510,13 +517,15 @@ class TestOpsServer:
     def fail(self, method: str, route: str, kind: str, *, times: int | None = 1, status: int = 503,
              retry_after: str | None = None, delay: float = 5.0, size: int = 1024 * 1024,
              declare_length: bool = False, commit: bool | None = None, body: bytes = b"{not json",
+             message: str | None = None, headers: dict[str, str] | None = None,
              drip: Drip | None = None) -> Fault:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         if (kind == "drip") != (drip is not None):
             raise ValueError("kind 'drip' needs a Drip, and only it takes one")
         fault = Fault(method.upper(), re.compile(route), kind, times, status, retry_after, delay, size,
-                      declare_length, commit if commit is not None else kind != "status", body=body, drip=drip)
+                      declare_length, commit if commit is not None else kind != "status", body=body,
+                      message=message, headers=dict(headers or {}), drip=drip)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -560,8 +569,8 @@ class TestOpsServer:
             # Answered by the fault alone: nothing is processed.
             if fault.kind == "status":
                 extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                self._send(handler, entry, _Response(fault.status, {"message": f"injected HTTP {fault.status}"},
-                                                     {**headers, **extra}))
+                message = fault.message if fault.message is not None else f"injected HTTP {fault.status}"
+                self._send(handler, entry, _Response(fault.status, {"message": message}, {**headers, **extra}))
             elif fault.kind == "drop":
                 entry.status = None
                 handler.close_connection = True
@@ -631,8 +640,21 @@ class TestOpsServer:
         kind = fault.kind
         if kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-            self._send(handler, entry, _Response(fault.status, {"message": f"injected HTTP {fault.status}"},
-                                                 {**response.headers, **extra}))
+            message = fault.message if fault.message is not None else f"injected HTTP {fault.status}"
+            self._send(handler, entry, _Response(fault.status, {"message": message}, {**response.headers, **extra}))
+        elif kind == "headers":
+            # The real answer, with some of its headers (Content-Length too) replaced by the fault's.
+            data = b"" if response.payload is None else json.dumps(response.payload).encode()
+            entry.status = response.status
+            handler.send_response(response.status)
+            sent = {"Content-Type": "application/json", "Content-Length": str(len(data)), **response.headers,
+                    **fault.headers}
+            for name, value in sent.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+            handler.wfile.flush()
+            handler.close_connection = True
         elif kind == "delay":
             self._stopping.wait(fault.delay)
             with suppress(OSError):
