@@ -563,9 +563,10 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("testops.uncertain", _R, "a mutation may or may not have happened",
               "Run `mode: reconcile`; it observes TestOps and never re-sends blindly.",
               cause="A gateway error or timeout in answer to a change request."),
-        _spec("testops.deadline", _R, "the overall deadline for TestOps requests ran out",
-              "Re-run when TestOps is responsive; raise `deadline-seconds` (verify) if it is merely slow.",
-              cause="A slow or overloaded TestOps instance, or repeated rate limiting."),
+        _spec("testops.deadline", _R, "a deadline for TestOps requests ran out: overall, per call, or for one answer",
+              "Re-run when TestOps is responsive; raise `deadline-seconds` (verify), or the connect and read timeouts "
+              "(docs/testops.md), if it is merely slow.",
+              cause="A slow or overloaded TestOps instance, repeated rate limiting, or an answer sent a byte at a time."),
         _spec("testops.not_configured", _U, "the TestOps backend needs an endpoint, project id and token",
               "Add the `testops` section to the contract and pass the token as `testops-token`, or use "
               "`backend: files`.",
@@ -577,6 +578,10 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("github.transport", _R, "the GitHub REST API could not be reached",
               "Check GITHUB_API_URL (GHES) and the runner's network, then re-run.",
               cause="A self-hosted runner without access to the API host, or a network outage."),
+        _spec("github.timeout", _R, "GitHub did not finish an answer (headers and body) within its deadline",
+              "Check GITHUB_API_URL and the runner's network (a proxy that stalls answers), then re-run; raise "
+              "TESTOPS_EVIDENCE_GITHUB_TIMEOUT only if the server is merely slow.",
+              cause="A stalled or overloaded GHES or proxy, or a server that sends its answer a byte at a time."),
         _spec("github.response_invalid", _R, "a GitHub response lacks a field the action needs",
               "Check that GITHUB_API_URL points at the GitHub REST API; report it if it does.",
               cause="A proxy answering instead of GitHub, or a GHES version without the field."),

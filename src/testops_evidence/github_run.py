@@ -4,15 +4,17 @@ This is the only module that talks to GitHub. PyGithub (and ``requests``) are im
 functions that need them, so importing this module costs nothing. ``GITHUB_API_URL`` is the base URL,
 so GitHub Enterprise Server (``https://HOST/api/v3``) works the same as github.com.
 
-Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable server or
-a timeout is ``github.transport``, a response without a field we bind is ``github.response_invalid``, and a
-next-page link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
+Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable or silent
+server is ``github.transport``, an answer still incomplete at its deadline (however slowly its bytes come)
+is ``github.timeout``, a response without a field we bind is ``github.response_invalid``, and a next-page
+link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
 The token is never part of a message: messages name the request, never its headers.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -181,7 +183,7 @@ def github_client(api_url: str, token: str, *, policy: RequestPolicy = DEFAULT_P
         allowed_methods=frozenset({"GET"}),  # only idempotent reads are ever re-sent
         raise_on_status=False,  # after the last retry, the status itself is reported (github.http_503)
     )
-    return Github(
+    gh = Github(
         auth=Auth.Token(token),
         base_url=api_url.rstrip("/"),
         timeout=policy.timeout,
@@ -191,6 +193,80 @@ def github_client(api_url: str, token: str, *, policy: RequestPolicy = DEFAULT_P
         seconds_between_requests=None,  # we make a handful of serial requests; no artificial pacing
         seconds_between_writes=None,
     )
+    _bound_answers(gh, api_url, answer_seconds(policy.timeout))
+    return gh
+
+
+def answer_seconds(timeout: float) -> float:
+    """The deadline of one whole answer: a connect and a read timeout, like the TestOps client's. A server that
+    stays silent trips the read timeout first (``github.transport``); only one that keeps sending too slowly
+    meets this deadline (``github.timeout``)."""
+    return 2 * timeout
+
+
+# PyGithub's Requester picks its connection class (a requests session wrapper) from these attributes, set
+# from class-wide defaults in its constructor; PyGithub's only public hook replaces them for every client
+# of the process. We set them on this one requester. A PyGithub that renames them fails here, loudly.
+_CONNECTION_SLOTS = ("_Requester__httpConnectionClass", "_Requester__httpsConnectionClass",
+                     "_Requester__connectionClass")
+
+
+def _bound_answers(gh: Github, api_url: str, seconds: float) -> None:
+    """Every request of ``gh`` must be answered in full (headers and body) within ``seconds``
+    (``github.timeout`` otherwise): requests' own timeout is per read, which a dripping server never trips."""
+    requester = gh.requester
+    missing = [slot for slot in _CONNECTION_SLOTS if not hasattr(requester, slot)]
+    if missing:
+        raise RuntimeError(f"PyGithub's Requester has no {', '.join(missing)}: the answer deadline cannot be set")
+    plain, tls = _deadline_connections(seconds)
+    https = urlsplit(api_url).scheme == "https"
+    for slot, cls in zip(_CONNECTION_SLOTS, (plain, tls, tls if https else plain), strict=True):
+        setattr(requester, slot, cls)
+
+
+@functools.cache
+def _deadline_connections(seconds: float) -> tuple[type[Any], type[Any]]:
+    """PyGithub's two connection classes, with the answer deadline and its refusal."""
+    from github.Requester import HTTPRequestsConnectionClass, HTTPSRequestsConnectionClass
+
+    from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired, deadline_adapter
+
+    def bound(connection: Any, scheme: str) -> None:
+        if connection.timeout is None:  # PyGithub opens a connection to a foreign host without its timeout
+            connection.timeout = seconds / 2
+        connection.adapter = deadline_adapter(max_retries=connection.retry, pool_connections=connection.pool_size,
+                                              pool_maxsize=connection.pool_size)
+        connection.session.mount(f"{scheme}://", connection.adapter)
+
+    def answer(connection: Any, read: Callable[[], Any]) -> Any:
+        try:
+            with AnswerDeadline(seconds):
+                return read()
+        except DeadlineExpired:
+            raise answer_timeout(f"{connection.verb} {urlsplit(connection.url).path}", seconds) from None
+
+    class _Plain(HTTPRequestsConnectionClass):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            bound(self, "http")
+
+        def getresponse(self) -> Any:
+            return answer(self, super().getresponse)
+
+    class _Tls(HTTPSRequestsConnectionClass):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            bound(self, "https")
+
+        def getresponse(self) -> Any:
+            return answer(self, super().getresponse)
+
+    return _Plain, _Tls
+
+
+def answer_timeout(what: str, seconds: float) -> Refusal:
+    return Refusal("github.timeout", f"GitHub did not finish its answer to {what} within {seconds:g} s",
+                   field="answer time", expected=f"<= {seconds:g} s", actual=f"> {seconds:g} s")
 
 
 def _retry_after_sleep(retry: Retry, response: BaseHTTPResponse, sleep: Callable[[float], None]) -> bool:
@@ -604,8 +680,9 @@ def download_artifact(api_url: str, token: str, artifact: ArtifactInfo, *, max_b
     the header on a same-host redirect, and a storage host must never see it).
     """
     import requests
-    from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
+
+    from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired, deadline_adapter
 
     if artifact.size_in_bytes > max_bytes:
         raise _too_large(artifact, artifact.size_in_bytes, max_bytes, "advertised")
@@ -629,25 +706,40 @@ def download_artifact(api_url: str, token: str, artifact: ArtifactInfo, *, max_b
                    allowed_methods=frozenset({"GET"}), raise_on_status=False, redirect=False)
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
     what = f"GET {urlsplit(url).path}"
-    with requests.Session() as session, _mapped(what, token):
-        session.mount("http://", HTTPAdapter(max_retries=retry))
-        session.mount("https://", HTTPAdapter(max_retries=retry))
-        response = session.get(url, headers={**headers, "Authorization": f"Bearer {token}"},
-                               allow_redirects=False, stream=True, timeout=policy.timeout)
-        redirects = 0
-        while response.status_code in _REDIRECTS:
-            location = response.headers.get("Location", "")
-            response.close()
-            if redirects == MAX_REDIRECTS:
-                raise Refusal("github.response_invalid", f"artifact {artifact.id}'s download redirected more "
-                              f"than {MAX_REDIRECTS} times", field="Location",
-                              expected=f"<= {MAX_REDIRECTS} redirects", actual=location)
-            redirects += 1
-            url = _redirect_target(url, location)
-            what = "the artifact storage download"
-            response = session.get(url, auth=_strip_authorization, allow_redirects=False, stream=True,
-                                   timeout=policy.timeout)
-        return _read_capped(response, artifact, max_bytes, what)
+    seconds = download_seconds(policy.timeout, max_bytes)
+    try:
+        # The deadline is innermost: a read it cut is reported as the deadline, not as a broken connection.
+        with requests.Session() as session, _mapped(what, token), AnswerDeadline(seconds):
+            session.mount("http://", deadline_adapter(max_retries=retry))
+            session.mount("https://", deadline_adapter(max_retries=retry))
+            response = session.get(url, headers={**headers, "Authorization": f"Bearer {token}"},
+                                   allow_redirects=False, stream=True, timeout=policy.timeout)
+            redirects = 0
+            while response.status_code in _REDIRECTS:
+                location = response.headers.get("Location", "")
+                response.close()
+                if redirects == MAX_REDIRECTS:
+                    raise Refusal("github.response_invalid", f"artifact {artifact.id}'s download redirected more "
+                                  f"than {MAX_REDIRECTS} times", field="Location",
+                                  expected=f"<= {MAX_REDIRECTS} redirects", actual=location)
+                redirects += 1
+                url = _redirect_target(url, location)
+                what = "the artifact storage download"
+                response = session.get(url, auth=_strip_authorization, allow_redirects=False, stream=True,
+                                       timeout=policy.timeout)
+            return _read_capped(response, artifact, max_bytes, what)
+    except DeadlineExpired:
+        raise answer_timeout(what, seconds) from None
+
+
+# An artifact may be large, so its download gets the request timeout plus time for its size cap at this rate:
+# a slow link still finishes, a server that drips bytes is cut off (docs/guard.md, "GitHub transport").
+DOWNLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
+
+
+def download_seconds(timeout: float, max_bytes: int) -> float:
+    """The deadline of each request of an artifact download (the API's redirect, the storage host's body)."""
+    return answer_seconds(timeout) + max_bytes / DOWNLOAD_FLOOR_BYTES_PER_SECOND
 
 
 def _redirect_target(current: str, location: str) -> str:

@@ -29,6 +29,8 @@ FAULTS: dict[str, Fault] = {f.key: f for f in (
     Fault("invalid-json", "invalid JSON", "invalid_json", "HTTP 200 with a body that is not JSON"),
     Fault("duplicates", "duplicates", "duplicate", "a listing repeats an item"),
     Fault("drop", "commit-then-drop", "drop", "the server processes the request, then closes without an answer"),
+    Fault("drip", "dripped answer", "drip", "the server processes the request, then sends its answer one byte per "
+          "half read timeout, so no single read times out"),
 )}
 
 PHASES = ("bootstrap", "launch", "select", "upload", "verify", "reconcile", "guard", "import")
@@ -80,6 +82,7 @@ def _mutation_cases(phase: str, target: str, sent: int, stage: str) -> list[Faul
         FaultCase(phase, "invalid-json", target, 4, _U, sent, _UNCERTAIN + " (2xx, but the body cannot be read)",
                   pending),
         FaultCase(phase, "drop", target, 4, _U, sent, _UNCERTAIN, pending),
+        FaultCase(phase, "drip", target, 4, _U, sent, _UNCERTAIN + " (cut off at the answer deadline)", pending),
     ]
 
 
@@ -94,6 +97,8 @@ def _read_cases(phase: str, target: str) -> list[FaultCase]:
                   "refused while streaming, at the cap"),
         FaultCase(phase, "invalid-json", target, 4, "testops.response_invalid", 0, "refused"),
         FaultCase(phase, "drop", target, 4, "testops.transport", 0, f"{_RETRIED} refused"),
+        FaultCase(phase, "drip", target, 4, "testops.deadline", 0,
+                  f"each attempt cut off at the answer deadline; {_RETRIED} refused"),
     ]
 
 
@@ -105,6 +110,7 @@ def _github_cases(phase: str, target: str) -> list[FaultCase]:
         FaultCase(phase, "truncated", target, 4, "github.transport", 0, "refused"),
         FaultCase(phase, "invalid-json", target, 4, "github.response_invalid", 0, "refused"),
         FaultCase(phase, "drop", target, 4, "github.transport", 0, f"{_RETRIED} refused"),
+        FaultCase(phase, "drip", target, 4, "github.timeout", 0, "cut off at the answer deadline; not retried"),
     ]
 
 
@@ -140,6 +146,8 @@ CASES: tuple[FaultCase, ...] = (
               "the re-send's answer is unreadable: its own marker stays; never re-sent again", _RESEND),
     FaultCase("reconcile", "drop", r"POST /testplan/\d+/run", 4, "reconcile.unresolved", 1,
               "the re-send's outcome is unknown: its own marker stays; never re-sent again", _RESEND),
+    FaultCase("reconcile", "drip", r"POST /testplan/\d+/run", 4, "reconcile.unresolved", 1,
+              "the re-send's answer is cut off: its own marker stays; never re-sent again", _RESEND),
     FaultCase("reconcile", "duplicates", "GET /launch/__search", 0, None, 0,
               "(launch made, answer lost) the launch found twice is one launch: done, nothing re-sent"),
     *_github_cases("guard", "GET run"),

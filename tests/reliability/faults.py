@@ -24,6 +24,7 @@ from import_builders import RUN_ID as IMPORT_RUN_ID
 from import_builders import WORKFLOW as IMPORT_WORKFLOW
 from import_builders import Cell, artifact_zip, dumps, intent_document
 from reliability.fault_cases import FAULTS, FaultCase
+from servers.drip import Drip
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from test_selection_support import REPOSITORY, example_document, github_with_run, select_job_env
@@ -39,10 +40,14 @@ SENTINEL = "tok-SENTINEL-fault-matrix-3e9a"
 # of an idempotent read, and a 64 KiB response cap (the oversize fault sends 256 KiB). These are the
 # documented operator variables; the behaviour they tune is the same at the defaults. The timeouts leave
 # a loaded CI machine ample time for every answer that is not delayed on purpose.
-TESTOPS_TUNING = {"TESTOPS_EVIDENCE_READ_TIMEOUT": "1", "TESTOPS_EVIDENCE_MAX_RETRIES": "1",
-                  "TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES": "65536"}
+TESTOPS_TUNING = {"TESTOPS_EVIDENCE_CONNECT_TIMEOUT": "1", "TESTOPS_EVIDENCE_READ_TIMEOUT": "1",
+                  "TESTOPS_EVIDENCE_MAX_RETRIES": "1", "TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES": "65536"}
 GITHUB_TUNING = {"TESTOPS_EVIDENCE_GITHUB_TIMEOUT": "2", "TESTOPS_EVIDENCE_GITHUB_RETRIES": "1"}
 DELAY = 5.0  # seconds a delayed answer waits: well past both timeouts above
+# A dripped answer sends a byte per half read timeout: no read times out, only the answer deadline
+# (connect + read timeout: TestOps 2 s, GitHub 4 s) ends it.
+TESTOPS_DRIP = 0.5
+GITHUB_DRIP = 1.0
 OVERSIZE = 256 * 1024
 
 
@@ -273,6 +278,8 @@ def inject_testops(server: TestOpsServer, case: FaultCase) -> None:
         options.update(delay=DELAY)
     elif spec.kind == "oversize":
         options.update(size=OVERSIZE)
+    elif spec.kind == "drip":
+        options.update(drip=Drip(TESTOPS_DRIP))
     server.fail(method, route, spec.kind, **options)
 
 
@@ -290,6 +297,8 @@ def inject_github(server: GitHubServer, case: FaultCase) -> None:
         server.fault(route, 200, times=many, body=b'{"padding": "' + b"x" * OVERSIZE * 16 + b'"}')
     elif spec.kind == "invalid_json":
         server.fault(route, 200, times=many, body=b"{not json")
+    elif spec.kind == "drip":
+        server.fault(route, times=many, drip=Drip(GITHUB_DRIP))
     else:  # "duplicate" is served by duplicate_artifacts(): GitHub's list is not a page with `content`
         raise ValueError(spec.kind)
 

@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from servers.drip import Drip
+
 GHES_PREFIX = "/api/v3"
 DEFAULT_TOKEN = "ghs_testTokenForTheGitHubServer000000"
 _TIMESTAMP = "2026-01-15T10:00:00Z"
@@ -77,6 +79,7 @@ class Fault:
     body: bytes | None = None
     # "truncate": declare the whole body's Content-Length, send half, close; "drop": close without answering.
     cut: str | None = None
+    drip: Drip | None = None  # the route's real answer, dripped (servers/drip.py)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ class GitHubServer:
         # The port, kept after stop(): a handler thread still answering a request the client gave up on (a
         # timeout test) builds its links from it after the server was stopped.
         self._port: int | None = None
+        self._stopping = threading.Event()  # ends a drip still going when the server stops
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> GitHubServer:
@@ -150,6 +154,7 @@ class GitHubServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -420,17 +425,19 @@ class GitHubServer:
             self.add_job(run_id, attempt, name, conclusion=conclusion, steps=steps, job_id=jid)
 
     def fault(self, route: str, status: int = 503, *, times: int = 1, retry_after: str | None = None,
-              delay: float = 0.0, body: bytes | None = None, cut: str | None = None) -> None:
+              delay: float = 0.0, body: bytes | None = None, cut: str | None = None,
+              drip: Drip | None = None) -> None:
         """Make the next ``times`` requests to ``route`` fail with ``status`` (after ``delay`` seconds).
 
         ``status=200`` with only a ``delay`` slows a route down; ``body`` replaces the response document
         (with ``status=200``: a broken or odd success body). ``cut="truncate"`` sends half of the answer
         under the full Content-Length and closes; ``cut="drop"`` closes the connection without an answer.
+        ``drip`` serves the route's real answer (``status`` is ignored) through the given :class:`Drip`.
         """
         if cut not in (None, "truncate", "drop"):
             raise ValueError(f"cut must be truncate or drop, not {cut!r}")
         with self._lock:
-            self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body, cut))
+            self._faults.setdefault(route, []).append(Fault(status, times, retry_after, delay, body, cut, drip))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -538,6 +545,7 @@ _DOCS = "https://docs.github.com/rest"
 class _Handler(BaseHTTPRequestHandler):
     owner: GitHubServer
     _pending: tuple[str, str] = ("GET", "unknown")
+    _drip: Drip | None = None
     protocol_version = "HTTP/1.1"  # keep-alive, as PyGithub's connection pool expects
     server_version = "GitHub.com"
 
@@ -592,7 +600,8 @@ class _Handler(BaseHTTPRequestHandler):
                 fault.times -= 1
                 if fault.times <= 0:
                     queue.pop(0)
-        if fault is not None:
+        self._drip = fault.drip if fault is not None else None
+        if fault is not None and fault.drip is None:
             if fault.delay:
                 time.sleep(fault.delay)
             if fault.cut == "drop":
@@ -761,6 +770,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, *, headers: Mapping[str, str] | None = None,
               content_type: str = "application/json; charset=utf-8") -> int:
+        if self._drip is not None:
+            return self._send_dripped(status, body, {"Content-Type": content_type, **(headers or {})})
         self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -774,7 +785,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         return status
 
+    def _send_dripped(self, status: int, body: bytes, headers: Mapping[str, str]) -> int:
+        assert self._drip is not None
+        self._record(status)
+        self._drip.serve(self.wfile, status, headers, body, self.owner._stopping)
+        self.close_connection = True
+        return status
+
     def _send_chunked(self, status: int, body: bytes, *, content_type: str) -> int:
+        if self._drip is not None:
+            return self._send_dripped(status, body, {"Content-Type": content_type})
         self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)

@@ -95,6 +95,8 @@ the next ``times`` matching requests (``None`` = all). Kinds:
 * ``drop`` -- process ("commit"), then close the connection without any answer (the uncertain mutation).
 * ``headers`` -- process, then answer as usual with ``headers=`` replacing the answer's own (a
   ``Content-Length: ²`` that ``str.isdigit`` accepts and ``int`` refuses).
+* ``drip`` -- process, then send the real answer through ``drip=Drip(every, part)`` (``servers/drip.py``): a
+  byte (or a one-byte chunk) every ``every`` seconds, which only a deadline over the whole answer stops.
 
 ``message=`` sets the ``status`` kind's error message (a hostile server echoing the token in it).
 
@@ -126,9 +128,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from servers import conformance
+from servers.drip import Drip
 
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
-FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers")
+FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers",
+               "drip")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
 
 
@@ -155,6 +159,7 @@ class Fault:
     body: bytes = b"{not json"
     message: str | None = None  # "status": the error body's message (a hostile server echoes a token in it)
     headers: dict[str, str] = field(default_factory=dict)  # "headers": these replace the answer's own
+    drip: Drip | None = None  # kind "drip": the real answer, dripped (servers/drip.py)
 
     def matches(self, method: str, route: str) -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -512,12 +517,15 @@ class TestOpsServer:
     def fail(self, method: str, route: str, kind: str, *, times: int | None = 1, status: int = 503,
              retry_after: str | None = None, delay: float = 5.0, size: int = 1024 * 1024,
              declare_length: bool = False, commit: bool | None = None, body: bytes = b"{not json",
-             message: str | None = None, headers: dict[str, str] | None = None) -> Fault:
+             message: str | None = None, headers: dict[str, str] | None = None,
+             drip: Drip | None = None) -> Fault:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
+        if (kind == "drip") != (drip is not None):
+            raise ValueError("kind 'drip' needs a Drip, and only it takes one")
         fault = Fault(method.upper(), re.compile(route), kind, times, status, retry_after, delay, size,
                       declare_length, commit if commit is not None else kind != "status", body=body,
-                      message=message, headers=dict(headers or {}))
+                      message=message, headers=dict(headers or {}), drip=drip)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -679,6 +687,13 @@ class TestOpsServer:
             handler.close_connection = True
         elif kind == "invalid_json":
             self._send_raw(handler, entry, 200, fault.body, response.headers)
+        elif kind == "drip":
+            assert fault.drip is not None
+            data = b"" if response.payload is None else json.dumps(response.payload).encode()
+            entry.status = response.status
+            fault.drip.serve(handler.wfile, response.status, {"Content-Type": "application/json", **response.headers},
+                             data, self._stopping)
+            handler.close_connection = True
         elif kind == "duplicate":
             payload = response.payload
             if isinstance(payload, dict) and isinstance(payload.get("content"), list) and payload["content"]:

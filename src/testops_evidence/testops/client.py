@@ -11,7 +11,8 @@ What it promises, because everything above it is built on these guarantees:
   jitter (the random source is injected), honouring ``Retry-After``, inside a per-call deadline and an
   optional overall deadline (``testops.deadline``).
 * **Every response is bounded**: streamed with a size cap (``testops.response_too_large``), decoded as
-  JSON and shape-checked by the caller's expectations (``testops.response_invalid``).
+  JSON and shape-checked by the caller's expectations (``testops.response_invalid``), and awaited at most
+  the connect and read timeouts together, however slowly its bytes come (a broken-off answer as above).
 * **Requests are paced** by a token bucket (default 20 requests/s, as allurectl 2.20 and Allure 3),
   using the injected monotonic clock and sleep, so tests never really sleep.
 * **The token never leaves the Authorization header**: not in logs, messages or refusals (every text
@@ -211,12 +212,14 @@ def _optional_count(value: Any, what: str) -> int | None:
 
 
 class _Transport(Exception):
-    """A transport failure; ``sent`` says whether the request may have reached the server."""
+    """A transport failure; ``sent`` says whether the request may have reached the server, ``deadline``
+    whether the answer's deadline cut it off."""
 
-    def __init__(self, reason: str, *, sent: bool) -> None:
+    def __init__(self, reason: str, *, sent: bool, deadline: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.sent = sent
+        self.deadline = deadline
 
 
 @dataclass
@@ -400,17 +403,17 @@ class TestOpsClient:
         while True:
             self._check_deadline(method, clean, started, None)
             try:
-                answer = self._send(method, url, clean, params, json_body, data, files,
-                                    authorization=self._authorization())
+                answer = self._send_bounded(started, method, url, clean, params, json_body, data, files,
+                                            authorization=self._authorization())
             except _Transport as failure:
                 if method in MUTATING:
                     if failure.sent:
                         raise self._uncertain(method, clean, failure.reason) from None
-                    raise Refusal("testops.transport", f"{method} {clean} could not reach TestOps "
-                                  f"({failure.reason}); nothing was sent") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"{method} {clean} could not reach TestOps ({failure.reason}); nothing was sent") from None
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"GET {clean} failed ({_attempts(attempt + 1)}); last: "
-                                  f"{failure.reason}") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"GET {clean} failed ({_attempts(attempt + 1)}); last: {failure.reason}") from None
                 self._backoff(method, clean, started, attempt, None, failure.reason)
                 attempt += 1
                 continue
@@ -431,6 +434,30 @@ class TestOpsClient:
                 attempt += 1
                 continue
             raise self._status_refusal(method, clean, answer, attempts=attempt + 1)
+
+    def _send_bounded(self, started: float, method: str, url: str, clean: str, *args: Any,
+                      authorization: str | None) -> _Answer:
+        """:meth:`_send` with a deadline over the whole answer: status, headers and body. The read timeout alone
+        is per read, and a server that drips a byte per (read timeout - ε) would never trip it."""
+        from testops_evidence.answerdeadline import AnswerDeadline, DeadlineExpired
+
+        seconds = self._answer_seconds(started)
+        try:
+            with AnswerDeadline(seconds):
+                return self._send(method, url, clean, *args, authorization=authorization)
+        except DeadlineExpired as expired:
+            raise _Transport(f"no whole answer within {seconds:g} s", sent=expired.sent, deadline=True) from None
+
+    def _answer_seconds(self, started: float) -> float:
+        """How long one answer may take: the connect and read timeouts together, and never past the per-call or
+        overall deadline. Those are kept on the injected clock; what is left of them becomes real seconds here,
+        because a socket waits in real time (see answerdeadline)."""
+        now = self._monotonic()
+        seconds = self.connect_timeout + self.read_timeout
+        seconds = min(seconds, started + self.call_deadline - now)
+        if self._deadline_at is not None:
+            seconds = min(seconds, self._deadline_at - now)
+        return max(0.0, seconds)
 
     def _send(self, method: str, url: str, clean: str, params: Mapping[str, Any] | None, json_body: Any,
               data: Any, files: Any, *, authorization: str | None) -> _Answer:
@@ -581,12 +608,13 @@ class TestOpsClient:
         while True:
             self._check_deadline("POST", TOKEN_PATH, started, None)
             try:
-                answer = self._send("POST", url, TOKEN_PATH, None, None, form, None, authorization=None)
+                answer = self._send_bounded(started, "POST", url, TOKEN_PATH, None, None, form, None,
+                                            authorization=None)
             except _Transport as failure:
                 # The exchange mutates nothing in TestOps, so it is retried like a GET.
                 if attempt >= self.max_retries:
-                    raise Refusal("testops.transport", f"the token exchange failed ({_attempts(attempt + 1)}); "
-                                  f"last: {failure.reason}") from None
+                    raise Refusal("testops.deadline" if failure.deadline else "testops.transport",
+                                  f"the token exchange failed ({_attempts(attempt + 1)}); last: {failure.reason}") from None
                 self._backoff("POST", TOKEN_PATH, started, attempt, None, failure.reason)
                 attempt += 1
                 continue
@@ -627,12 +655,14 @@ class TestOpsClient:
     def _get_session(self) -> requests.Session:
         if self._session is None:
             import requests
-            from requests.adapters import HTTPAdapter
+
+            from testops_evidence.answerdeadline import deadline_adapter
 
             session = requests.Session()
-            # No urllib3-level retries at all: this class decides what may be re-sent.
-            session.mount("http://", HTTPAdapter(max_retries=0))
-            session.mount("https://", HTTPAdapter(max_retries=0))
+            # No urllib3-level retries at all: this class decides what may be re-sent. The adapter lets the
+            # answer deadline (see _send_bounded) cut a connection that is still answering.
+            session.mount("http://", deadline_adapter(max_retries=0))
+            session.mount("https://", deadline_adapter(max_retries=0))
             # trust_env would let a ~/.netrc entry replace our Authorization header; turn it off, then take
             # back from the environment only what self-hosted runners need: the proxy (honouring
             # NO_PROXY) and a custom CA bundle for a TestOps behind an internal CA.
