@@ -526,7 +526,7 @@ def test_a_local_rehearsal_of_a_testops_contract_says_evidence_only_goes_to_file
                            "plan": {"id": 340, "name": "Agent protocol evals"}}
     result = rehearsal(tmp_path, contract)
     assert result.exit_code == 0, result.log
-    assert "only goes to the **files** backend" in result.log
+    assert "only goes to the files backend" in result.log  # plain text at a terminal
 
 
 def test_guard_outside_actions_without_local_is_a_usage_error(tmp_path: Path) -> None:
