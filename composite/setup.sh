@@ -10,7 +10,7 @@
 #
 # Why uv: a hosted runner pays this step in every job. uv (from PyPI, pinned by URL and hash in
 # requirements/uv.txt, one wheel per platform) builds the same venv from the same lock,
-# with the same --require-hashes, in about a tenth of pip's time (BENCHMARKS.md, "Composite set-up").
+# with the same --require-hashes, in about a seventh of pip's time (BENCHMARKS.md, "Composite set-up").
 # Where uv cannot be fetched or cannot run (no wheel for the platform, an index or TLS set-up only pip
 # knows), the log says so and pip builds the venv as before. TESTOPS_EVIDENCE_INSTALLER=pip in the job's
 # environment skips uv altogether.
