@@ -117,6 +117,8 @@ if [ -f "$venv/.complete" ]; then
 else
   echo "::group::testops-evidence: venv for lock $key ($interpreter)"
   mkdir -p "$cache_root"
+  # Build beside the final place and rename: jobs that share a tool cache (self-hosted runners, act)
+  # may build concurrently, and a half-built venv must never be used.
   build=$(mktemp -d "$cache_root/.build-XXXXXX")
   uv=""
   if [ "${TESTOPS_EVIDENCE_INSTALLER:-uv}" = pip ]; then
