@@ -88,11 +88,19 @@ install_locked() {
   local python=$1 args=()
   shift
   for lock in "$@"; do args+=(-r "$lock"); done
-  if [ -n "$uv" ]; then
-    "$uv" pip install --quiet --python "$python" --require-hashes "${args[@]}"
-  else
-    pip_install "$python" --require-hashes "${args[@]}"
+  # Every index a lock names is searched for the best match, as pip does (uv's default takes the first
+  # index that has the package at all): safe here, since every file must have a hash the lock pins.
+  if [ -n "$uv" ] && "$uv" pip install --quiet --python "$python" --require-hashes \
+       --index-strategy unsafe-best-match "${args[@]}"; then
+    return 0
   fi
+  if [ -n "$uv" ]; then
+    echo "    uv could not install ${*} (its message is above): pip installs them instead"
+  fi
+  if ! "$python" -m pip --version >/dev/null 2>&1; then
+    "$python" -m ensurepip --default-pip >/dev/null
+  fi
+  pip_install "$python" --require-hashes "${args[@]}"
 }
 
 # --- python: the rehearsal's venv ---------------------------------------------------------------------------
@@ -154,7 +162,9 @@ hadolint, zizmor, check-jsonschema (about 230 MB)" .venv
   if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
     .venv/bin/python -m ensurepip --default-pip >/dev/null
   fi
-  install_locked .venv/bin/python requirements/dev.txt
+  # With the runtime lock: dev.txt was compiled against it (-c runtime.txt) and leaves out what it already
+  # pins (cffi for cmarkgfm), which uv's --require-hashes would refuse as unpinned.
+  install_locked .venv/bin/python requirements/runtime.txt requirements/dev.txt
   touch "$dev_stamp"
   finished .venv
 fi
@@ -183,7 +193,7 @@ if skipped inspect; then
 elif [ -f "$producers_stamp" ]; then
   kept inspect .tools/producers
 else
-  announce inspect "Inspect AI and zstandard from requirements/producers.txt, --require-hashes (about 330 MB)" \
+  announce inspect "Inspect AI and zstandard from requirements/producers.txt, --require-hashes (about 240 MB)" \
     .tools/producers
   [ -n "$uv" ] || find_uv
   rm -rf .tools/producers
