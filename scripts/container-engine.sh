@@ -3,6 +3,8 @@
 # .tools/container/ and a temporary run directory. No registry is needed: the base image is made with
 # debootstrap from Debian's archive and imported.
 #
+#   scripts/container-engine.sh prepare # download the engine and make the base image's tarball (no dockerd)
+#   scripts/container-engine.sh prepared  # exit 0 when both are in place
 #   scripts/container-engine.sh start   # print DOCKER_HOST=unix://... (starts dockerd if not running)
 #   scripts/container-engine.sh base    # print the base image name (builds and imports it if missing)
 #   scripts/container-engine.sh stop    # stop the engine this script started
@@ -72,22 +74,34 @@ start() {
   echo "DOCKER_HOST=unix://$SOCKET"
 }
 
+base_tar() {
+  [ -s "$BASE_TAR" ] && return 0
+  install_engine
+  rootfs=$(mktemp -d "$TOOLS/rootfs.XXXXXX")
+  # minbase + what the Dockerfile needs from a base: python3 (3.11 on bookworm), pip, CA certificates.
+  DEBOOTSTRAP_DIR="$ENGINE/usr/share/debootstrap" "$ENGINE/usr/sbin/debootstrap" --variant=minbase \
+    --include=python3,python3-pip,ca-certificates bookworm "$rootfs" http://deb.debian.org/debian \
+    >"$TOOLS/debootstrap.log" 2>&1 || { rm -rf "$rootfs"; die "debootstrap failed: $(tail -n 1 "$TOOLS/debootstrap.log")"; }
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  # Debian's pip and Python use the system bundle, so this is all the trust they need.
+  if [ -s "$HOST_CA" ]; then cp "$HOST_CA" "$rootfs/etc/ssl/certs/ca-certificates.crt"; fi
+  tar -C "$rootfs" -cf "$BASE_TAR.tmp" . && mv "$BASE_TAR.tmp" "$BASE_TAR"
+  rm -rf "$rootfs"
+}
+
+prepare() {
+  echo "container-engine: Debian's ${PACKAGES[*]} into $ENGINE" >&2
+  install_engine
+  echo "container-engine: a Debian bookworm base (minbase, python3, pip) with debootstrap into $BASE_TAR" >&2
+  base_tar
+}
+
+prepared() { [ -x "$ENGINE/usr/sbin/dockerd" ] && [ -x "$ENGINE/usr/bin/containerd" ] && [ -s "$BASE_TAR" ]; }
+
 base() {
   running || die "the engine is not running (scripts/container-engine.sh start)"
   if ! docker_cli image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-    if [ ! -s "$BASE_TAR" ]; then
-      install_engine
-      rootfs=$(mktemp -d "$TOOLS/rootfs.XXXXXX")
-      # minbase + what the Dockerfile needs from a base: python3 (3.11 on bookworm), pip, CA certificates.
-      DEBOOTSTRAP_DIR="$ENGINE/usr/share/debootstrap" "$ENGINE/usr/sbin/debootstrap" --variant=minbase \
-        --include=python3,python3-pip,ca-certificates bookworm "$rootfs" http://deb.debian.org/debian \
-        >"$TOOLS/debootstrap.log" 2>&1 || { rm -rf "$rootfs"; die "debootstrap failed: $(tail -n 1 "$TOOLS/debootstrap.log")"; }
-      rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-      # Debian's pip and Python use the system bundle, so this is all the trust they need.
-      if [ -s "$HOST_CA" ]; then cp "$HOST_CA" "$rootfs/etc/ssl/certs/ca-certificates.crt"; fi
-      tar -C "$rootfs" -cf "$BASE_TAR.tmp" . && mv "$BASE_TAR.tmp" "$BASE_TAR"
-      rm -rf "$rootfs"
-    fi
+    base_tar
     docker_cli import "$BASE_TAR" "$BASE_IMAGE" >/dev/null
   elif [ ! -s "$BASE_TAR" ]; then
     docker_cli image rm "$BASE_IMAGE" >/dev/null && base >/dev/null  # imported from another CA bundle
@@ -115,10 +129,12 @@ locked() {
 }
 
 case "${1:-}" in
+  prepare) locked prepare ;;
+  prepared) prepared ;;
   start) locked start ;;
   base) locked base ;;
   stop) locked stop ;;
   client) install_engine; echo "$ENGINE/usr/bin/docker" ;;
   docker) shift; docker_cli "$@" ;;
-  *) die "usage: $0 start | base | stop | client | docker <args>" ;;
+  *) die "usage: $0 prepare | prepared | start | base | stop | client | docker <args>" ;;
 esac

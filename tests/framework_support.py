@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from helpers import left_out
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCERS = ROOT / "tests" / "producers"
 PRODUCER_PYTHON = ROOT / ".tools" / "producers" / "bin" / "python"
@@ -28,12 +30,16 @@ _SETUP = "run `bash scripts/setup.sh` (it installs the test-only producers; CI a
 
 
 def need_inspect() -> Path:
+    if reason := left_out("inspect"):
+        pytest.skip(reason)
     if not PRODUCER_PYTHON.exists():
         pytest.skip(f"Inspect AI is not installed in .tools/producers: {_SETUP}")
     return PRODUCER_PYTHON
 
 
 def need_promptfoo() -> Path:
+    if reason := left_out("promptfoo"):
+        pytest.skip(reason)
     if not PROMPTFOO.exists() or not (NODE_BIN / "node").exists():
         pytest.skip(f"promptfoo is not installed in .tools/promptfoo: {_SETUP}")
     return PROMPTFOO

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,3 +169,11 @@ def assert_golden(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert text == path.read_text(), f"{path.name} differs from its golden file; UPDATE_GOLDEN=1 rewrites it"
+
+
+def left_out(tier: str) -> str | None:
+    """Why the tests of a set-up tier skip when ``TESTOPS_EVIDENCE_SKIP`` names it (scripts/setup.sh), else None."""
+    switch = os.environ.get("TESTOPS_EVIDENCE_SKIP", "")
+    if tier in switch.replace(",", " ").split():
+        return f"the {tier} tier is left out: TESTOPS_EVIDENCE_SKIP={switch!r} names it (scripts/setup.sh; unset it to run)"
+    return None

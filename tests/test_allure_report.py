@@ -23,16 +23,16 @@ from evidence_support import (
     write_cells,
     write_contract,
 )
-from helpers import FakeClock, run_mode
+from helpers import FakeClock, left_out, run_mode
 from testops_evidence.evidence.receipt import load_receipt
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 
 pytestmark = [
     pytest.mark.allure,
-    pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
-                       reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm) to install "
-                              ".tools/allure"),
+    pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None or left_out("allure") is not None,
+                       reason=left_out("allure") or "Allure Report 3 is not installed: run `bash scripts/setup.sh` "
+                                                    "(needs npm) to install .tools/allure"),
 ]
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from helpers import parse_output_file
+from helpers import left_out, parse_output_file
 from servers.github_server import GitHubServer
 
 pytestmark = pytest.mark.container
@@ -122,6 +122,8 @@ def engine(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def docker() -> Iterator[list[str]]:
+    if reason := left_out("container"):
+        pytest.skip(reason)
     if os.geteuid() != 0:
         pytest.skip("the container tier starts a private dockerd, which needs root")
     was_running = engine("docker", "version").returncode == 0

@@ -24,14 +24,14 @@ from evidence_support import (
     write_cells,
     write_contract,
 )
-from helpers import PhaseRun, run_mode
+from helpers import PhaseRun, left_out, run_mode
 from testops_evidence.contract import load_contract
 from testops_evidence.evidence import site
 from testops_evidence.evidence.compiled import compiled_bytes, compiled_path
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
-pytestmark = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
-                                reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)")
+pytestmark = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None or left_out("allure") is not None,
+                                reason=left_out("allure") or "Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)")
 CONTRACT = small_contract()
 
 

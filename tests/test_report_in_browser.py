@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import left_out
 from test_upload import ALLURE, CONTRACT, exported, phase  # noqa: F401 (exported is a fixture)
 
 CHROMIUM = next((path for path in (shutil.which("chromium"), shutil.which("chromium-browser"),
@@ -22,6 +23,7 @@ pytestmark = [
     pytest.mark.allure,
     pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
                        reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)"),
+    pytest.mark.skipif(left_out("browser") is not None, reason=str(left_out("browser"))),
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: `apt-get install chromium` (scripts/setup.sh does "
                                                 "as root)"),
 ]

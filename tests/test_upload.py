@@ -22,12 +22,12 @@ from evidence_support import (
     write_cells,
     write_contract,
 )
-from helpers import FakeClock, PhaseRun, run_mode
+from helpers import FakeClock, PhaseRun, left_out, run_mode
 from testops_evidence.evidence import report
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
-needs_allure = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
-                                  reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)")
+needs_allure = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None or left_out("allure") is not None,
+                                  reason=left_out("allure") or "Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)")
 
 CONTRACT = small_contract()
 
