@@ -203,8 +203,8 @@ def published(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("tamper", "code", "exit_code"), [
     ("remove", "verify.missing", 4),
     ("change", "verify.mismatch", 3),
-    ("duplicate", "verify.duplicate", 3),
-    ("add", "verify.mismatch", 3),
+    ("duplicate", "io.extra_file", 3),
+    ("add", "io.extra_file", 3),
 ])
 def test_verify_re_reads_and_re_hashes_the_publication(tmp_path: Path, exported: dict[str, str], tamper: str,
                                                        code: str, exit_code: int) -> None:

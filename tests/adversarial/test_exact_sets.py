@@ -8,22 +8,21 @@ export each end such an attack in ``io.extra_file`` (naming the file), never in 
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from pathlib import Path
 
-from test_upload import exported, phase  # noqa: F401 (the fixture is shared)
-
 from helpers import run_mode
+from test_upload import phase
 
 
-def extra_result(results: Path) -> Path:
-    """A passed twin of a failed result: same historyId, a later start. Allure Report would show it instead."""
+def extra_result(results: Path, into: Path | None = None) -> Path:
+    """A passed twin of a failed result of ``results``: same historyId, a later start, written into ``into``
+    (default: beside it). Allure Report shows the latest result of a historyId: the case would read passed."""
     failed = next(p for p in sorted(results.glob("*-result.json")) if json.loads(p.read_text())["status"] == "failed")
     forged = json.loads(failed.read_text())
     forged.update({"uuid": str(uuid.UUID(int=99)), "status": "passed", "start": forged["start"] + 1000,
                    "stop": forged["stop"] + 1000, "statusDetails": {}})
-    path = results / f"{forged['uuid']}-result.json"
+    path = (into or results) / f"{forged['uuid']}-result.json"
     path.write_text(json.dumps(forged))
     return path
 
@@ -64,3 +63,16 @@ def test_an_attested_file_that_is_gone_does_not_let_the_attestation_hold(tmp_pat
     check = run_mode("verify-attestation", tmp_path, {"attestation": statement}, actions=False)
     assert (check.exit_code, check.outputs["error-code"]) == (3, "attestation.mismatch"), check.summary
     assert check.failure()["field"] == gone.name
+
+
+def test_verify_refuses_a_publication_with_an_extra_file_even_in_a_subdirectory(tmp_path: Path,
+                                                                              exported: dict[str, str]) -> None:
+    assert phase("upload", tmp_path, exported).exit_code == 0
+    published = tmp_path / "state" / "published" / "allure-results"
+    published.chmod(0o700)
+    (published / "later").mkdir()
+    forged = extra_result(published, published / "later")
+    run = phase("verify", tmp_path, exported)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "io.extra_file"), run.summary
+    assert run.failure()["field"] == f"later/{forged.name}"
+    assert not (tmp_path / "state" / "publication.intoto.json").exists()  # nothing attested
