@@ -7,13 +7,17 @@ export each end such an attack in ``io.extra_file`` (naming the file), never in 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from helpers import run_mode
+from evidence_support import actions_env, bound_to, cell, make_selection, uuid_factory, write_contract
+from helpers import FakeClock, PhaseRun, run_mode
+from test_trials import contract_of, trials_document
 from test_upload import needs_allure, phase
 
 
@@ -151,3 +155,67 @@ def test_pages_refuses_a_manifest_that_is_not_the_one_upload_built(
     unbound = pages(tmp_path, published, {**options, "report-tree-sha256": ""}, env, site_dir)
     assert (unbound.exit_code, unbound.outputs["error-code"]) == (2, "input.report-tree-sha256"), unbound.summary
     assert list(site_dir.iterdir()) == []
+
+
+# --- export: a worker artifact holds exactly the files its record lists -----------------------------------------
+
+
+def worker_artifacts(tmp_path: Path, workers: dict[str, list[dict[str, Any]]],
+                     contract: Any) -> tuple[dict[str, str], dict[str, str], Path]:
+    """Per-worker artifacts as the campaign template's workers upload them: cells, and the worker record
+    listing every file with its digest. Returns the export options, the runner variables and the cells dir."""
+    env = actions_env()
+    selection, digest = make_selection(tmp_path, contract, env)
+    cell_dir = tmp_path / "cell-results"
+    for job, documents in workers.items():
+        directory = cell_dir / f"testops-evidence-cells-1-{job}"
+        for document in documents:
+            target = directory / document["case"] / f"trial-{document.get('trial', 1)}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(bound_to(document, digest)))
+        listed = {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+                  for p in directory.rglob("*") if p.is_file()}
+        (directory / "testops-evidence-worker.json").write_text(json.dumps(
+            {"schema": "testops-evidence/worker-record/v1", "job": job, "selection-sha256": digest,
+             "cases": sorted({d["case"] for d in documents}), "files": listed}))
+    options = {"contract": str(write_contract(contract, tmp_path / "contract.json")),
+               "selection-path": str(selection), "selection-sha256": digest, "cell-results": str(cell_dir),
+               "results-dir": str(tmp_path / "allure-results"), "artifact-prefix": "testops-evidence",
+               "state-dir": str(tmp_path / "state")}
+    return options, env, cell_dir
+
+
+def run_export(tmp_path: Path, options: dict[str, str], env: dict[str, str]) -> PhaseRun:
+    clock = FakeClock(1_796_119_500.0)
+    return run_mode("export", tmp_path, options, env, new_uuid=uuid_factory(), clock=clock.time,
+                    monotonic=clock.monotonic, sleep=clock.sleep)
+
+
+def test_export_refuses_a_cell_planted_beside_a_workers_own(tmp_path: Path) -> None:
+    """Issue 23: another artifact extracted into a verified worker's directory plants
+    `<case>/later.json`, a passed cell of a case that failed; under `run-attempts: any` it would win."""
+    document = trials_document()
+    document["trust"]["run-attempts"] = "any"
+    contract = contract_of(document)
+    honest = {"native-flaky": [cell(contract, "flaky", failed=("answer",), disposition="behavior_failure")],
+              "native-steady": [cell(contract, "steady")], "external-human": [cell(contract, "human")]}
+    options, env, cell_dir = worker_artifacts(tmp_path / "honest", honest, contract)
+    exported = run_export(tmp_path / "honest", options, env)
+    assert exported.exit_code == 1, exported.summary  # the record's files match: flaky exported as failed
+
+    options, env, cell_dir = worker_artifacts(tmp_path / "attacked", honest, contract)
+    planted = cell_dir / "testops-evidence-cells-1-native-flaky" / "flaky" / "later.json"
+    forged = cell(contract, "flaky", attempt="attempt-flaky-later")
+    forged["finished-at"] = "2026-12-01T11:00:00Z"
+    planted.write_text(json.dumps(bound_to(forged, options["selection-sha256"])))
+    refused = run_export(tmp_path / "attacked", options, env)
+    assert (refused.exit_code, refused.outputs["error-code"]) == (3, "io.extra_file"), refused.summary
+    assert refused.failure()["field"] == "flaky/later.json"
+    assert not (tmp_path / "attacked" / "allure-results").exists()
+
+    # A cell of the worker changed after its record was written is refused too.
+    planted.unlink()
+    own = cell_dir / "testops-evidence-cells-1-native-flaky" / "flaky" / "trial-1.json"
+    own.write_text(own.read_text().replace('"behavior_failure"', '"passed"'))
+    changed = run_export(tmp_path / "attacked", options, env)
+    assert (changed.exit_code, changed.outputs["error-code"]) == (3, "export.worker_artifact"), changed.summary

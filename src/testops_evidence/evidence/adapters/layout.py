@@ -61,12 +61,13 @@ from testops_evidence.evidence.cells import (
     adapted_cell,
     is_case_scoped,
 )
-from testops_evidence.evidence.tree import Entry, list_dir
+from testops_evidence.evidence.tree import Entry, check_exact, list_dir
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
 WORKER_RECORD = "testops-evidence-worker.json"
 WORKER_RECORD_SCHEMA = "testops-evidence/worker-record/v1"
+ARTIFACT_FILE_LIMIT = 512 * 1024 * 1024  # the largest report a worker artifact may hold (a promptfoo results file)
 INSPECT_DIR = "inspect-logs"
 PROMPTFOO_DIR = "promptfoo"
 
@@ -372,13 +373,18 @@ class _Reader:
             files += self.worker_artifact(entry.name, job)
         return files, present
 
-    def worker_record(self, relpath: str, job: str) -> None:
+    def worker_record(self, directory: str, job: str) -> None:
         """The record a worker leaves beside its cells must name this job and this selection; anything else
-        is an artifact of another worker, campaign or run (``export.worker_artifact``)."""
+        is an artifact of another worker, campaign or run (``export.worker_artifact``). When it lists the
+        artifact's files (``files``: path -> SHA-256, as the campaign template writes it), the directory must
+        hold exactly those, each with its digest: a file that another download extracted into it (a cell
+        planted beside the worker's own) is ``io.extra_file``, never read as the worker's."""
+        relpath = f"{directory}/{WORKER_RECORD}"
         try:
-            document = parse_json_bytes(read_safe(self.root, relpath, limit=CELL_LIMIT), relpath)
+            data = read_safe(self.root, relpath, limit=CELL_LIMIT)
+            document = parse_json_bytes(data, relpath)
         except Refusal:
-            document = None
+            data, document = b"", None
         fields = document if isinstance(document, dict) else {}
         expected = {"schema": WORKER_RECORD_SCHEMA, "job": job, "selection-sha256": self.selection_sha256}
         for name, value in expected.items():
@@ -386,15 +392,25 @@ class _Reader:
                 raise Refusal("export.worker_artifact", f"{relpath} is not the record of worker {job!r} for this "
                               f"selection ({name} differs)", field=f"{relpath}/{name}", expected=value,
                               actual=fields.get(name) if isinstance(fields.get(name), str | int | None) else "?")
+        listed = fields.get("files")
+        if listed is None:
+            return
+        if not (isinstance(listed, dict) and all(isinstance(v, str) for v in listed.values())
+                and WORKER_RECORD not in listed):
+            raise Refusal("export.worker_artifact", f"{relpath} lists its files in another form than path -> "
+                          "SHA-256", field=f"{relpath}/files", expected="an object of path: sha256",
+                          actual=type(listed).__name__)
+        check_exact(self.root / directory, {**listed, WORKER_RECORD: sha256_bytes(data)},
+                    code="export.worker_artifact", binding=f"the record of worker {job!r}", limit=ARTIFACT_FILE_LIMIT)
 
     def worker_artifact(self, directory: str, job: str) -> list[CellFile]:
         files: list[CellFile] = []
-        for entry in list_dir(self.root, directory):
+        entries = list_dir(self.root, directory)
+        if any(entry.name == WORKER_RECORD and not entry.is_dir for entry in entries):
+            self.worker_record(directory, job)  # first: a planted file is refused before anything is read
+        for entry in entries:
             relpath = f"{directory}/{entry.name}"
-            if entry.name.startswith("."):
-                continue
-            if entry.name == WORKER_RECORD and not entry.is_dir:
-                self.worker_record(relpath, job)
+            if entry.name.startswith(".") or (entry.name == WORKER_RECORD and not entry.is_dir):
                 continue
             stem = entry.name[:-len(".json")] if not entry.is_dir and entry.name.endswith(".json") else None
             key = entry.name if entry.is_dir else stem
