@@ -4,6 +4,10 @@ Directories are opened component by component with ``O_NOFOLLOW`` and ``dir_fd``
 open descriptor, so a symbolic link planted in an artifact can never redirect a read; links, devices
 and names outside the allowed alphabet are refused rather than skipped, because a skipped entry would
 be evidence silently ignored.
+
+:func:`check_exact` is the one rule for a directory a job binds by digests: it holds exactly the files they
+name, at any depth, and nothing else (``io.extra_file``), because whoever reads it next (Allure Report, a
+Pages site, export) reads every file there, bound or not.
 """
 
 from __future__ import annotations
