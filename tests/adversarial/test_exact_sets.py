@@ -17,7 +17,7 @@ import pytest
 
 from evidence_support import actions_env, bound_to, cell, make_selection, uuid_factory, write_contract
 from helpers import FakeClock, PhaseRun, run_mode
-from test_trials import contract_of, trials_document
+from test_trials import contract_of, trials_document, write_workers
 from test_upload import needs_allure, phase
 
 
@@ -167,12 +167,8 @@ def worker_artifacts(tmp_path: Path, workers: dict[str, list[dict[str, Any]]],
     env = actions_env()
     selection, digest = make_selection(tmp_path, contract, env)
     cell_dir = tmp_path / "cell-results"
-    for job, documents in workers.items():
-        directory = cell_dir / f"testops-evidence-cells-1-{job}"
-        for document in documents:
-            target = directory / document["case"] / f"trial-{document.get('trial', 1)}.json"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(bound_to(document, digest)))
+    for job, directory in write_workers(cell_dir, workers, digest).items():
+        documents = workers[job]
         listed = {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
                   for p in directory.rglob("*") if p.is_file()}
         (directory / "testops-evidence-worker.json").write_text(json.dumps(
