@@ -215,3 +215,24 @@ def test_export_refuses_a_cell_planted_beside_a_workers_own(tmp_path: Path) -> N
     own.write_text(own.read_text().replace('"behavior_failure"', '"passed"'))
     changed = run_export(tmp_path / "attacked", options, env)
     assert (changed.exit_code, changed.outputs["error-code"]) == (3, "export.worker_artifact"), changed.summary
+
+
+@needs_allure
+def test_pages_serves_the_bound_publication_with_verifys_statement_beside_it(
+        tmp_path: Path, report_publication: tuple[Path, dict[str, str], dict[str, str]]) -> None:
+    """The campaign template copies verify's statement into the publication after upload wrote the manifest:
+    pages neither reads nor serves it, so it may be there; anything else beside the report may not."""
+    from test_pages import pages
+
+    published, options, env = report_publication
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    published.chmod(0o700)
+    for name in ("publication.intoto.json", "publication.predicate.json"):
+        (published / name).write_text("{}")
+    run = pages(tmp_path, published, options, env, site_dir)
+    assert run.exit_code == 0, run.summary + run.log
+    assert "bound by the publish job's report-tree-sha256" in run.summary
+    (published / "index.html").write_text("<script>")
+    extra = pages(tmp_path, published, options, env, site_dir)
+    assert (extra.outputs["error-code"], extra.failure()["field"]) == ("io.extra_file", "index.html")

@@ -149,9 +149,10 @@ def write_tree(directory: Path) -> str:
     return sha256_bytes(data)
 
 
-def check_publication_tree(directory: Path, expected_sha256: str, code: str) -> int:
+def check_publication_tree(directory: Path, expected_sha256: str, code: str, *, unread: Iterable[str] = ()) -> int:
     """Refuse ``code`` unless ``directory`` holds its manifest with ``expected_sha256`` and exactly the files the
-    manifest lists, each with its digest (an extra entry: ``io.extra_file``). Returns the number of files."""
+    manifest lists, each with its digest (an extra entry: ``io.extra_file``), besides the ``unread`` files
+    the caller never reads or serves. Returns the number of files."""
     data = read_safe(directory, TREE_NAME, limit=TREE_LIMIT)
     digest = sha256_bytes(data)
     if digest != expected_sha256:
@@ -163,7 +164,7 @@ def check_publication_tree(directory: Path, expected_sha256: str, code: str) -> 
         raise Refusal(code, f"{TREE_NAME} in {directory} is not a publication manifest", field=TREE_NAME,
                       expected=TREE_SCHEMA, actual="another document")
     return check_exact(directory, {**listed, TREE_NAME: expected_sha256}, code=code,
-                       binding="the publication's manifest", limit=TREE_FILE_LIMIT)
+                       binding="the publication's manifest", limit=TREE_FILE_LIMIT, unread=unread)
 
 
 def publish_files(source: Path, publication: Path, receipt: Receipt, receipt_bytes: bytes,

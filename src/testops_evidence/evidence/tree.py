@@ -131,13 +131,16 @@ def refuse_extra(root: str | os.PathLike[str], present: Iterable[str], expected:
 
 
 def check_exact(root: str | os.PathLike[str], expected: Mapping[str, str], *, code: str, binding: str,
-                limit: int, hash_files: bool = True) -> int:
+                limit: int, hash_files: bool = True, unread: Iterable[str] = ()) -> int:
     """Refuse unless ``root`` holds exactly the files of ``expected`` (relative path -> SHA-256), nothing else
     (``io.extra_file``: an extra file or empty directory, recursively), none missing and each hashing to its
     digest (``code``). Links and special files anywhere below are refused by the walk. Returns the number of
     files. ``hash_files=False`` checks the set alone, for a caller that reads each file once against its
-    digest itself (no check-then-read gap)."""
+    digest itself (no check-then-read gap). ``unread``: files that may also be there, which the caller
+    neither reads nor passes on (added after the binding was made)."""
     files, empty = walk_files(root)
+    skipped = set(unread) - set(expected)
+    files = [name for name in files if name not in skipped]
     refuse_extra(root, [*files, *(f"{name}/" for name in empty)], expected, binding=binding)
     missing = sorted(set(expected) - set(files))
     if missing:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from testops_evidence import summary, trust
 from testops_evidence.context import RunContext, is_local, job_context
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.evidence import attestation, site
 from testops_evidence.evidence import report as report_tool
-from testops_evidence.evidence import site
 from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.publication import (
     RECEIPT_NAME,
@@ -79,7 +79,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     tree_sha256, tree_given = read_travelled(publication / TREE_NAME, ctx.settings.string("report-tree-sha256"),
                                              in_actions=not is_local(ctx.env, local), name="report-tree-sha256",
                                              limit=TREE_LIMIT)
-    tree_files = check_publication_tree(publication, tree_sha256, "pages.publication")
+    # verify's statement is added to the publication after upload wrote the manifest; pages neither reads
+    # nor serves it (the site gets the report and its history alone).
+    tree_files = check_publication_tree(publication, tree_sha256, "pages.publication",
+                                        unread=(attestation.STATEMENT_NAME, attestation.PREDICATE_NAME))
     files = check_tree(publication / RESULTS_NAME, receipt, "pages.publication")
     report = publication / REPORT_DIR
     stats = report_tool.statistics(report)
