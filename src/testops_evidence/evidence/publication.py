@@ -140,10 +140,13 @@ TREE_LIMIT = 64 * 1024 * 1024
 TREE_FILE_LIMIT = 256 * 1024 * 1024  # a report's largest file (its data bundle) of a 10,000-result campaign
 
 
-def write_tree(directory: Path) -> str:
-    """Write :data:`TREE_NAME` into ``directory``, listing every file below it; returns the manifest's digest."""
+def write_tree(directory: Path, known: Mapping[str, str] | None = None) -> str:
+    """Write :data:`TREE_NAME` into ``directory``, listing every file below it; returns the manifest's digest.
+    ``known``: digests of files this process wrote there from bytes it had checked (the results and the
+    receipt), which are not read again."""
     files, _empty = walk_files(directory)
-    listed = {name: hash_file(directory, name, limit=TREE_FILE_LIMIT)[0] for name in files}
+    known = known or {}
+    listed = {name: known.get(name) or hash_file(directory, name, limit=TREE_FILE_LIMIT)[0] for name in files}
     data = canonical_json({"schema": TREE_SCHEMA, "files": listed})
     write_new(directory / TREE_NAME, data)
     return sha256_bytes(data)
@@ -193,7 +196,10 @@ def publish_files(source: Path, publication: Path, receipt: Receipt, receipt_byt
         write_new(temp / RECEIPT_NAME, receipt_bytes)
         if complete is not None:
             complete(temp)
-        tree = write_tree(temp)
+        # The results were written from bytes that hash to their receipt digests, the receipt is its bytes:
+        # only what ``complete`` added (the report, its history) is hashed for the manifest.
+        known = {f"{RESULTS_NAME}/{name}": digest for name, digest in expected.items()}
+        tree = write_tree(temp, {**known, RECEIPT_NAME: sha256_bytes(receipt_bytes)})
         fsync_dir(temp)
         os.rename(temp, publication)
     except BaseException:
