@@ -7,7 +7,6 @@ export each end such an attack in ``io.extra_file`` (naming the file), never in 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -15,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from evidence_support import actions_env, bound_to, cell, make_selection, uuid_factory, write_contract
+from evidence_support import (
+    actions_env,
+    bound_to,
+    cell,
+    make_selection,
+    uuid_factory,
+    write_contract,
+    write_worker_record,
+)
 from helpers import FakeClock, PhaseRun, run_mode
 from test_trials import contract_of, trials_document, write_workers
 from test_upload import needs_allure, phase
@@ -168,12 +175,7 @@ def worker_artifacts(tmp_path: Path, workers: dict[str, list[dict[str, Any]]],
     selection, digest = make_selection(tmp_path, contract, env)
     cell_dir = tmp_path / "cell-results"
     for job, directory in write_workers(cell_dir, workers, digest).items():
-        documents = workers[job]
-        listed = {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in directory.rglob("*") if p.is_file()}
-        (directory / "testops-evidence-worker.json").write_text(json.dumps(
-            {"schema": "testops-evidence/worker-record/v1", "job": job, "selection-sha256": digest,
-             "cases": sorted({d["case"] for d in documents}), "files": listed}))
+        write_worker_record(directory, job, digest)
     options = {"contract": str(write_contract(contract, tmp_path / "contract.json")),
                "selection-path": str(selection), "selection-sha256": digest, "cell-results": str(cell_dir),
                "results-dir": str(tmp_path / "allure-results"), "artifact-prefix": "testops-evidence",

@@ -354,7 +354,8 @@ class _Reader:
             files += self.case_directory(entry.name, entry.name, None)
         return files
 
-    def per_worker(self, artifact_prefix: str, jobs: Sequence[str]) -> tuple[list[CellFile], list[str]]:
+    def per_worker(self, artifact_prefix: str, jobs: Sequence[str], *,
+                   require_files: bool = False) -> tuple[list[CellFile], list[str]]:
         """The cell files of every worker artifact, and the workers whose artifact is present."""
         known = set(jobs)
         files: list[CellFile] = []
@@ -370,10 +371,10 @@ class _Reader:
                               expected=f"{artifact_prefix}<job of the matrix plan>", actual=entry.name)
             assert job is not None
             present.append(job)
-            files += self.worker_artifact(entry.name, job)
+            files += self.worker_artifact(entry.name, job, require_files=require_files)
         return files, present
 
-    def worker_record(self, directory: str, job: str) -> None:
+    def worker_record(self, directory: str, job: str, *, require_files: bool) -> None:
         """The record a worker leaves beside its cells must name this job and this selection; anything else
         is an artifact of another worker, campaign or run (``export.worker_artifact``). When it lists the
         artifact's files (``files``: path -> SHA-256, as the campaign template writes it), the directory must
@@ -394,7 +395,11 @@ class _Reader:
                               actual=fields.get(name) if isinstance(fields.get(name), str | int | None) else "?")
         listed = fields.get("files")
         if listed is None:
-            return
+            if not require_files:
+                return
+            raise Refusal("export.worker_artifact", f"{relpath} does not list the files of its artifact: without "
+                          "the list, a file extracted beside the worker's own could not be told apart",
+                          field=f"{relpath}/files", expected="files: path -> sha256", actual=None)
         if not (isinstance(listed, dict) and all(isinstance(v, str) for v in listed.values())
                 and WORKER_RECORD not in listed):
             raise Refusal("export.worker_artifact", f"{relpath} lists its files in another form than path -> "
@@ -403,11 +408,20 @@ class _Reader:
         check_exact(self.root / directory, {**listed, WORKER_RECORD: sha256_bytes(data)},
                     code="export.worker_artifact", binding=f"the record of worker {job!r}", limit=ARTIFACT_FILE_LIMIT)
 
-    def worker_artifact(self, directory: str, job: str) -> list[CellFile]:
+    def worker_artifact(self, directory: str, job: str, *, require_files: bool = False) -> list[CellFile]:
+        """The cell files of one worker's artifact. ``require_files``: the artifact must hold its worker record
+        with the list of its files (the campaign template's workers write it; export requires it where
+        collect-cells bound the artifacts), else ``export.worker_artifact``."""
         files: list[CellFile] = []
         entries = list_dir(self.root, directory)
         if any(entry.name == WORKER_RECORD and not entry.is_dir for entry in entries):
-            self.worker_record(directory, job)  # first: a planted file is refused before anything is read
+            # First: a planted file is refused before anything is read.
+            self.worker_record(directory, job, require_files=require_files)
+        elif require_files:
+            raise Refusal("export.worker_artifact", f"{directory} holds no worker record ({WORKER_RECORD}): "
+                          "without the list of the files its worker uploaded, a file extracted beside them could "
+                          "not be told apart", field=f"{directory}/{WORKER_RECORD}",
+                          expected="the record the campaign template's worker writes", actual="absent")
         for entry in entries:
             relpath = f"{directory}/{entry.name}"
             if entry.name.startswith(".") or (entry.name == WORKER_RECORD and not entry.is_dir):
@@ -453,9 +467,11 @@ def collect_worker_cells(
     profile: Mapping[str, str],
     selection_sha256: str,
     fallback_time: float,
+    require_files: bool = False,
 ) -> tuple[list[CellFile], list[str]]:
-    """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present."""
+    """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present.
+    ``require_files``: every artifact must hold its worker record listing its files (see ``worker_artifact``)."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
                      fallback_time=fallback_time)
     with reader.files:
-        return reader.per_worker(artifact_prefix, jobs)
+        return reader.per_worker(artifact_prefix, jobs, require_files=require_files)
