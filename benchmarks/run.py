@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--smoke]
 
 Prints one line per figure: ``ok``/``MISS``, the figure, its target and the measured sides. Names:
-select, export, verify, upload, trials, digest, import, startup, footprint, yaml. ``--quick`` repeats less (about two
-minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
+select, export, verify, upload, trials, digest, import, startup, footprint, yaml, zstd, hostile. ``--quick``
+repeats less (about two minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
 script from rotting; its timings mean nothing). Figures and the command are recorded in BENCHMARKS.md.
 
 The workloads are the real phases run in-process (``run_phase``, as the runner does) against the
@@ -724,6 +724,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "footprint": bench_footprint,
     "yaml": lambda cfg: __import__("yaml_load").bench_yaml(cfg),
     "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
+    "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
 }
 
 

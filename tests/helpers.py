@@ -108,18 +108,39 @@ class FakeClock:
 SENTINEL_TOKEN = "tok-SENTINEL-5f0c2a9e7d41b8"
 
 
+# A leak is any piece of a secret this long, not only the whole of it: a server that echoes the token and a
+# message cut across it leave a prefix behind (issue 24). The same length as redact.FRAGMENT, which the
+# runtime scrubs; the tests state it again rather than import it, so a change there cannot weaken them.
+LEAK_PIECE = 8
+
+
+def secret_pieces(secret: str) -> list[str]:
+    """Every run of LEAK_PIECE characters of ``secret`` (the whole secret when it is shorter)."""
+    if len(secret) <= LEAK_PIECE:
+        return [secret]
+    return sorted({secret[i:i + LEAK_PIECE] for i in range(len(secret) - LEAK_PIECE + 1)})
+
+
+def holds_secret(text: str | bytes, secret: str) -> bool:
+    """True when ``text`` holds the secret or any LEAK_PIECE characters of it."""
+    if isinstance(text, bytes):
+        return any(piece.encode() in text for piece in secret_pieces(secret))
+    return any(piece in text for piece in secret_pieces(secret))
+
+
 def secret_leaks(run: PhaseRun, secret: str = SENTINEL_TOKEN, *extra_roots: Path) -> list[str]:
-    """Where ``secret`` appears in what a phase emitted: outputs, summary, log (except ``::add-mask::``
-    lines), failure.json and every file in the state dir and in ``extra_roots``. Empty means no leak."""
-    found = [f"output {name}" for name, value in run.outputs.items() if secret in value]
-    if secret in run.summary:
+    """Where ``secret``, or any LEAK_PIECE characters of it, appears in what a phase emitted: outputs,
+    summary, log (except ``::add-mask::`` lines), failure.json and every file in the state dir and in
+    ``extra_roots``. Empty means no leak."""
+    found = [f"output {name}" for name, value in run.outputs.items() if holds_secret(value, secret)]
+    if holds_secret(run.summary, secret):
         found.append("step summary")
     found += [f"log line {i}" for i, line in enumerate(run.log.splitlines())
-              if secret in line and not line.startswith("::add-mask::")]
+              if holds_secret(line, secret) and not line.startswith("::add-mask::")]
     for root in (*([run.state_dir] if run.state_dir else []), *extra_roots):
         if root.is_dir():
             for path in sorted(root.rglob("*")):
-                if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes():
+                if path.is_file() and not path.is_symlink() and holds_secret(path.read_bytes(), secret):
                     found.append(str(path))
     return found
 

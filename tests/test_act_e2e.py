@@ -52,7 +52,7 @@ import pytest
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence import __version__
-from testops_evidence.evidence.workers import UPLOAD_STEP
+from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
 pytestmark = pytest.mark.act
 
@@ -72,8 +72,8 @@ STAND_INS = {
 }
 # Persistent across runs (gitignored): act's tool cache, where the composite keeps its venv per lock.
 ACT_CACHE = ROOT / ".tools" / "act-cache"
-SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue0123456789abcdef"
-TESTOPS_TOKEN = "testops-e2e-sentinel-token-5f1d"
+SENTINEL_TOKEN = "ghs_e2eSentinelTokenValue4b8e2c6a9f1d7035"
+TESTOPS_TOKEN = "allure-e2e-sentinel-tok-5f1d3c8a"
 PROJECT, PLAN = 12, 340
 # act's defaults for the run it plays: github.com URLs, run 1.
 RUN_URL = f"https://github.com/{REPOSITORY}/actions/runs/1"
@@ -330,7 +330,7 @@ def run_act(act: Path, tmp_path: Path, github: GitHubServer, *, inputs: dict[str
     artifacts, outputs = tmp_path / "artifacts", tmp_path / "outputs.json"
     artifacts.mkdir()
     # The run's artifacts and its workers' upload steps, as the Actions API reports them to collect-cells.
-    github.mirror_artifact_store(run["id"], artifacts, worker_job_name, UPLOAD_STEP)
+    github.mirror_artifact_store(run["id"], artifacts, worker_job_name, UPLOAD_STEP, REPORT_EXPRESSION)
     ACT_CACHE.mkdir(parents=True, exist_ok=True)
     command = [
         str(act), "workflow_dispatch", "-W", WORKFLOW, "-e", str(event_path),
@@ -411,6 +411,13 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     assert "4 of 4 worker artifacts were uploaded by their own worker's upload step" in summaries_of(result,
                                                                                                   "export-collect-cells")
     assert "bound to its worker's upload step by collect-cells" in summaries_of(result, "export-export")
+    # act evaluated each worker's report step name over its upload's outputs, as GitHub's runner does, and
+    # the ids collect-cells bound are exactly the ones those names carried.
+    evaluated = set(re.findall(r"Run Main testops-evidence: uploaded artifact ([0-9]+) sha256:[0-9a-f]{64}\b",
+                               result.log))
+    bound = set(re.findall(r"`testops-evidence-cells-1-[^`]+` \| ([0-9]+) \|",
+                           summaries_of(result, "export-collect-cells")))
+    assert len(bound) == len(CASES) and bound == evaluated, (bound, evaluated)
     for key, artifact in cells.items():
         assert artifact.startswith(f"testops-evidence-cells-1-{CASES[key][0]}-")
     results = list((result.artifacts / "testops-evidence-results-1" / "allure-results").glob("*-result.json"))

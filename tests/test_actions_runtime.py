@@ -124,13 +124,21 @@ def test_outputs_round_trip_through_the_output_file(values: dict[str, str]) -> N
     assert parse_output_file(text) == values
 
 
-def test_outside_actions_outputs_are_printed_readably() -> None:
+def test_outside_actions_outputs_are_kept_for_json_not_printed() -> None:
     out = io.StringIO()
     runtime = Runtime({}, stdout=out)
     runtime.set_output("selected-count", 3)
     runtime.set_output("notes", "a\nb")
-    assert out.getvalue() == "output selected-count=3\noutput notes:\na\nb\n"
+    assert out.getvalue() == ""  # cli.py prints them with --json
     assert runtime.outputs == {"selected-count": "3", "notes": "a\nb"}
+
+
+def test_a_runner_without_an_output_file_still_gets_the_outputs_in_its_log() -> None:
+    out = io.StringIO()
+    runtime = Runtime({"GITHUB_ACTIONS": "true"}, stdout=out)
+    runtime.set_output("selected-count", 3)
+    runtime.set_output("notes", "a\nb")
+    assert out.getvalue() == "output selected-count=3\noutput notes:\na\nb\n"
 
 
 # --- step summary ---------------------------------------------------------------------------------------
@@ -214,10 +222,13 @@ def test_summary_file_outside_actions_receives_markdown(tmp_path: Path) -> None:
     assert out.getvalue() == ""
 
 
-def test_summary_without_a_file_is_printed() -> None:
-    out = io.StringIO()
-    Runtime({}, stdout=out).summary("## Title")
-    assert out.getvalue() == "## Title\n"
+def test_summary_without_a_file_is_printed_as_plain_text() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    runtime = Runtime({}, stdout=out, stderr=err)
+    runtime.summary("## Title\n\n| a | b |\n|---|---|\n| `1` | 2\\* |")
+    assert out.getvalue() == "Title\n─────\n\n  a  b\n  ─  ──\n  1  2*\n"
+    runtime.summary("### ⛔ refused: `x.y`", refusal=True)
+    assert err.getvalue() == "⛔ refused: x.y\n"
 
 
 # --- annotations, debug, groups ------------------------------------------------------------------------
@@ -255,7 +266,7 @@ def test_annotation_levels_and_plain_text_outside_actions() -> None:
     runtime.annotate("warning", "careful", title="io.exists")
     runtime.annotate("notice", "fyi")
     runtime.debug("invisible outside Actions")
-    assert out.getvalue() == "WARNING [io.exists]: careful\nNOTICE: fyi\n"
+    assert out.getvalue() == "warning [io.exists]: careful\nnotice: fyi\n"
 
 
 def test_unknown_annotation_level_is_a_programming_error() -> None:

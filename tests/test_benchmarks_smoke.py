@@ -26,3 +26,10 @@ def test_an_unknown_benchmark_name_is_a_usage_error() -> None:
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run.py"), "--smoke", "--only", "nope"],
                           capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 2 and "unknown benchmark" in done.stderr
+
+
+def test_the_comparison_simulation_runs_in_its_smoke_configuration() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "comparisons.py"), "--smoke"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 comparisons of identical agents over 2 designs" in done.stdout and "| **all** | 4 |" in done.stdout

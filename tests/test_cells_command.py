@@ -86,7 +86,9 @@ def test_a_cell_is_written_once(tmp_path: Path, reports: Path) -> None:
     out = tmp_path / "cell.json"
     assert cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out)).exit_code == 0
     again = cell_run(tmp_path, junit=str(reports / "report.xml"), out=str(out))
-    assert (again.exit_code, again.outputs["error-code"]) == (3, "io.exists")
+    # A usage mistake, said before any report is read, with the way out (issue 27: it was an integrity refusal).
+    assert (again.exit_code, again.outputs["error-code"]) == (2, "input.out")
+    assert "a new --out path" in again.failure()["message"]  # type: ignore[index]
 
 
 def test_the_worker_token_rule_applies(tmp_path: Path, reports: Path) -> None:

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,7 +115,8 @@ def test_the_default_contract_path_is_the_documented_one(tmp_path: Path, monkeyp
 def test_outside_actions_the_summary_is_printed(tmp_path: Path, in_repo: None) -> None:
     run = run_mode("check", tmp_path, {"contract": "examples/contract.yml"}, actions=False)
     assert run.exit_code == EXIT_OK
-    assert "## testops-evidence · `check`" in run.log
+    # Plain text for a terminal: no Markdown heading marks, backticks or table pipes.
+    assert "testops-evidence · check\n" in run.log and "`" not in run.log and "| " not in run.log
 
 
 def test_check_through_the_cli_writes_the_summary_file(tmp_path: Path, in_repo: None,
@@ -126,3 +128,54 @@ def test_check_through_the_cli_writes_the_summary_file(tmp_path: Path, in_repo: 
                      "--summary-file", str(tmp_path / "summary.md")])
     assert code == EXIT_OK
     assert_golden(GOLDEN / "summary.md", (tmp_path / "summary.md").read_text())
+
+
+def test_check_prints_the_trials_per_case_the_contracts_target_effect_takes(tmp_path: Path) -> None:
+    """Issue 25: a contract naming `statistics.detect` learns the trials per case it takes (80% power, 5%
+    two-sided, paired, pass rates near 50%): 2 * 0.25 * 2.801585^2 / (12 * 0.05^2) = 130.8 -> 131 > 100."""
+    def target(document: dict[str, object]) -> None:
+        document["statistics"] = {"detect": 0.05, "correction": "holm", "q": 0.1}
+    run = run_mode("check", tmp_path, {"contract": str(write_contract(tmp_path, target))})
+    assert run.exit_code == EXIT_OK, run.summary
+    assert "Holm (family-wise error rate) at q = 0.1" in run.summary
+    assert "over these 12 cases takes **131 trial(s) per case**" in run.summary
+    # 2 * 0.25 * 2.801585^2 / (100 * 0.05^2) = 15.7 -> 16 cases at 100 trials.
+    assert "at 100 trials it takes 16 cases" in run.summary
+    def coarse(document: dict[str, object]) -> None:
+        document["statistics"] = {"detect": 0.3}
+    run = run_mode("check", tmp_path, {"contract": str(write_contract(tmp_path, coarse, "coarse.json"))})
+    assert "takes **4 trial(s) per case**" in run.summary and "it takes" not in run.summary.split("**4 trial")[1]
+
+
+@pytest.mark.parametrize("actors", [
+    pytest.param(list(range(1, 16_001)), id="16000-ids"),
+    # Objects do not sort: jsonschema's own uniqueItems compared every pair of them (minutes).
+    pytest.param([{"id": i} for i in range(16_000)], id="16000-objects"),
+    pytest.param([i if i % 3 else str(i) for i in range(1, 16_001)], id="16000-mixed"),
+])
+def test_a_contract_with_16000_actors_is_refused_without_comparing_every_pair(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, actors: list[object]) -> None:
+    # Issue 24 (7): a 106 KB contract with 16,000 actor ids kept `check` (and `guard`, same loader) busy past
+    # 300 s: uniqueItems compared every pair. The work is counted, not timed: no pairwise equality at all.
+    from jsonschema import _utils
+
+    from testops_evidence import schemacheck
+
+    calls = {"ours": 0, "jsonschema": 0}
+
+    def counted(name: str, real: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            calls[name] += 1
+            return real(*args)
+        return wrapper
+
+    monkeypatch.setattr(schemacheck, "json_equal", counted("ours", schemacheck.json_equal))
+    monkeypatch.setattr(_utils, "equal", counted("jsonschema", _utils.equal))
+    path = write_contract(tmp_path, lambda d: d["trust"].__setitem__("actors", actors), name="contract.yml")
+    assert path.stat().st_size > 100_000
+    run = run_mode("check", tmp_path, {"contract": str(path)})
+    assert run.exit_code == EXIT_USAGE
+    assert run.outputs == {"error-code": "contract.invalid"}
+    assert run.failure()["field"].startswith("/trust/actors")  # type: ignore[index]
+    assert "too long" in run.failure()["message"]  # type: ignore[index]
+    assert calls["ours"] < 100 and calls["jsonschema"] < 100_000, calls

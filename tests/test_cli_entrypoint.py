@@ -99,7 +99,7 @@ def test_each_mode_offers_exactly_its_inputs_and_never_a_secret() -> None:
         options = {o for a in subparsers[command]._actions for o in a.option_strings if o.startswith("--")}
         expected = {f"--{spec.name}" for spec in inputs_for(command) if not spec.secret}
         expected |= {f"--{spec.name}" for spec in options_for(command)}
-        assert options - {"--help", "--summary-file"} == expected, command
+        assert options - {"--help", "--summary-file", "--json"} == expected, command
         assert "--testops-token" not in options and "--github-token" not in options
 
 
@@ -114,7 +114,7 @@ def test_the_help_of_a_cli_only_command_lists_only_its_own_options(command: str,
            "cell": {"--contract", "--state-dir", "--selection-path", "--selection-sha256", "--case", "--junit",
                     "--allure-results", "--inspect-log", "--promptfoo",
                     "--out", "--source-sha", "--attempt-id", "--trial"}}[command]
-    assert shown - {"--help", "--summary-file"} == own
+    assert shown - {"--help", "--summary-file", "--json"} == own
     for foreign in ("--cases", "--job-run-id", "--deadline-seconds", "--ledger", "--testops-endpoint"):
         assert foreign not in shown
 
@@ -157,7 +157,12 @@ def test_cli_runs_a_mode_and_writes_the_summary_file(tmp_path: Path, clean_env: 
     assert seen == {"cases": "a,b", "extras": {}}
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("## testops-evidence · `select`\n\n✅ selected 2\n")
-    assert "output selected-count=2" in capsys.readouterr().out
+    # Outside Actions an output is not a line of text: `--json` gives them to a tool.
+    assert "output selected-count" not in capsys.readouterr().out
+    assert cli.main(["select", "--cases", "a,b", "--state-dir", str(tmp_path / "state2"), "--json",
+                     "--summary-file", str(tmp_path / "summary2.md")]) == EXIT_OK
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == {"mode": "select", "exit-code": 0, "outputs": {"selected-count": "2"}, "refusal": None}
 
 
 def test_a_mode_not_built_exits_2_with_mode_not_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +178,10 @@ def test_a_mode_not_built_through_the_cli(tmp_path: Path, clean_env: pytest.Monk
     clean_env.setitem(PHASE_MODULES, "launch", "h7_module_that_does_not_exist")
     code = cli.main(["launch", "--state-dir", str(tmp_path / "state")])
     assert code == EXIT_USAGE
-    assert "ERROR [mode.not_built]" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    # On stderr, once, as plain text (no Markdown, no `output error-code=` line).
+    assert "launch refused: mode.not_built" in shown.err and shown.err.count("mode.not_built") == 1
+    assert shown.out == "" and "`" not in shown.err
 
 
 def test_a_missing_import_inside_a_phase_is_an_internal_error_not_not_built(tmp_path: Path,
@@ -350,7 +358,8 @@ def _argparse_values(words: list[str]) -> tuple[str, dict[str, object], object] 
         args = cli.build_parser().parse_args(words)
     except SystemExit:
         return None
-    values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
+    values = {k.replace("_", "-"): v for k, v in vars(args).items()
+              if k not in ("mode", "summary_file", "json", "command_parser")}
     return args.mode, values, args.summary_file
 
 
@@ -394,3 +403,53 @@ def test_a_result_name_is_the_uuid4_of_its_random_bytes(random: bytes) -> None:
 
     assert uuid4_text(random) == str(uuid.UUID(bytes=random, version=4))
     assert uuid.UUID(uuid4_text(random)).version == 4
+
+
+# --- a terminal reads like a terminal (issue 27) ---------------------------------------------------------
+
+
+def test_check_at_a_terminal_writes_nothing_and_refuses_on_stderr_in_plain_text(
+        tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    clean_env.chdir(tmp_path)
+    (tmp_path / "bad.yml").write_text("version: 1\n")
+    assert cli.main(["check", "--contract", "bad.yml"]) == EXIT_USAGE
+    shown = capsys.readouterr()
+    assert shown.out == ""
+    assert shown.err.startswith("⛔ check refused: contract.invalid\n")
+    assert shown.err.count("contract.invalid") == 1  # the code once, no annotation line repeating it
+    assert "It changed nothing." in shown.err and "published" not in shown.err
+    for markdown in ("`", "**", "| ", "\\", "output "):
+        assert markdown not in shown.err, markdown
+    assert "  /campaign  1:1" in shown.err  # the problems as aligned columns
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yml"]  # no .testops-evidence/ to commit
+    assert cli.main(["check", "--contract", str(REPO / "examples" / "contract.yml")]) == EXIT_OK
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yml"]
+
+
+def test_json_gives_a_tool_one_document_and_the_person_the_text_on_stderr(
+        tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    clean_env.chdir(tmp_path)
+    (tmp_path / "bad.yml").write_text("version: 1\n")
+    assert cli.main(["check", "--json", "--contract", "bad.yml"]) == EXIT_USAGE
+    shown = capsys.readouterr()
+    document = json.loads(shown.out)
+    assert (document["mode"], document["exit-code"], document["outputs"]) == ("check", 2,
+                                                                             {"error-code": "contract.invalid"})
+    assert document["refusal"]["code"] == "contract.invalid" and len(document["refusal"]["problems"]) == 5
+    assert "check refused" in shown.err
+
+
+def test_an_unknown_option_shows_the_commands_own_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["check", "--contrat", "c.yml"])
+    assert exited.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("usage: testops-evidence check ") and "unrecognized arguments: --contrat" in err
+
+
+def test_help_marks_required_options_and_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["cell", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--case VALUE required:" in text and "--out VALUE required:" in text
+    assert "(default: .github/testops-evidence.yml)" in text

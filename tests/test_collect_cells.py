@@ -22,9 +22,9 @@ from evidence_support import (
     write_worker_record,
 )
 from helpers import PhaseRun, run_mode
-from servers.github_server import GitHubServer
+from servers.github_server import GitHubServer, evaluate_step_name
 from testops_evidence.evidence.matrix import plan_matrices
-from testops_evidence.evidence.workers import UPLOAD_STEP
+from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
 TOKEN = "ghs_collectCellsTestToken0123456789"
 CONTRACT = small_contract()
@@ -57,15 +57,28 @@ def world(tmp_path: Path, github: GitHubServer) -> tuple[dict[str, str], dict[st
     return options, env
 
 
+EMPTY_ZIP = b"PK\x05\x06" + b"\0" * 18
+
+
+def report_step(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The step after the upload, its name evaluated over the upload's outputs as the runner records it."""
+    return {"name": evaluate_step_name(REPORT_EXPRESSION, {"upload": outputs}), "status": "completed",
+            "conclusion": "success", "started_at": "2026-12-01T10:05:04Z", "completed_at": "2026-12-01T10:05:04Z"}
+
+
 def worker(github: GitHubServer, job: str, *, step: dict[str, Any] | None = None, artifact: bool = True,
-           created: str = "2026-12-01T10:05:02Z", caller: str = "campaign / ") -> int | None:
-    """A worker job of the plan as GitHub records it: its upload step, and (unless not) its artifact."""
-    github.add_job(RUN_ID, 1, f"{caller}{PREFIX} {job}", steps=[step or upload_step()])
-    if not artifact:
-        return None
-    doc = github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-{job}", b"PK\x05\x06" + b"\0" * 18)
-    doc["created_at"] = created
-    return int(doc["id"])
+           created: str = "2026-12-01T10:05:02Z", caller: str = "campaign / ",
+           reported: dict[str, Any] | None = None) -> int | None:
+    """A worker job of the plan as GitHub records it: its upload step, (unless not) its artifact, and its
+    report step with the id and digest its upload step output (``reported`` overrides them)."""
+    doc = github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-{job}", EMPTY_ZIP) if artifact else None
+    if doc is not None:
+        doc["created_at"] = created
+    upload = step or upload_step()
+    outputs = ({} if doc is None or upload["conclusion"] != "success" else
+               {"artifact-id": doc["id"], "artifact-digest": str(doc["digest"]).removeprefix("sha256:")})
+    github.add_job(RUN_ID, 1, f"{caller}{PREFIX} {job}", steps=[upload, report_step(reported or outputs)])
+    return None if doc is None else int(doc["id"])
 
 
 def collect(tmp_path: Path, github: GitHubServer,
@@ -90,8 +103,8 @@ def test_every_worker_artifact_bound_to_its_own_upload_step_is_collected(tmp_pat
 @pytest.mark.parametrize(("scenario", "code"), [
     # Squatting: another job uploaded under the worker's name first, so the worker's own upload failed.
     ("squatted", "workers.artifact_origin"),
-    # Replaced: the worker's artifact was deleted and uploaded again after its step completed.
-    ("replaced", "workers.artifact_origin"),
+    # Replaced: the worker's artifact was overwritten after its upload (a new artifact, a new id).
+    ("replaced", "workers.artifact_replaced"),
     # Deleted: the worker's upload succeeded (it always uploads its record) but the artifact is gone.
     ("deleted", "workers.artifact_origin"),
     # An artifact under the cell prefix that no job of the plan owns.
@@ -109,14 +122,15 @@ def test_an_artifact_its_worker_did_not_upload_refuses(tmp_path: Path, github: G
     if scenario == "squatted":
         worker(github, first, step=upload_step("failure"))
     elif scenario == "replaced":
-        worker(github, first, created="2026-12-01T10:09:00Z")
+        worker(github, first)
+        github.overwrite_artifact(RUN_ID, f"{PREFIX}-cells-1-{first}", EMPTY_ZIP)
     elif scenario == "deleted":
         worker(github, first, artifact=False)
     elif scenario == "unknown":
         worker(github, first)
-        github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-native-intruder", b"PK\x05\x06" + b"\0" * 18)
+        github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-native-intruder", EMPTY_ZIP)
     elif scenario == "no-job":
-        github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-{first}", b"PK\x05\x06" + b"\0" * 18)
+        github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-{first}", EMPTY_ZIP)
     elif scenario == "twice":
         worker(github, first)
         worker(github, first, artifact=False, caller="other / ")
@@ -163,3 +177,13 @@ def test_export_reads_exactly_the_artifacts_collect_cells_verified(tmp_path: Pat
     run = run_mode("export", tmp_path, {**export_options, "results-dir": str(tmp_path / "out2")}, env)
     assert run.exit_code == 1, run.summary  # the third worker's case: not recorded (its artifact held no cell)
     assert "bound to its worker's upload step by collect-cells" in run.summary
+
+
+def test_a_next_page_on_another_host_is_refused_not_followed(tmp_path: Path, github: GitHubServer) -> None:
+    # A Link rel="next" off GITHUB_API_URL was an AssertionError inside PyGithub: internal.error (issue 24).
+    for job in JOBS:
+        worker(github, job)
+    github.next_page_link = "http://evil.example/repos/acme/agents/actions/runs/1/jobs?page=2"
+    run = collect(tmp_path, github)
+    assert run.outputs.get("error-code") == "github.pagination_foreign", run.summary
+    assert "GITHUB_API_URL" in run.summary and not (tmp_path / "state" / "collect-cells.json").exists()

@@ -134,6 +134,20 @@ def test_missing_required_property_names_the_property() -> None:
     assert invalid(lambda d: d["testops"]["plan"].pop("name")).field == "/testops/plan/name"
 
 
+def test_each_missing_property_has_a_row_that_points_at_it() -> None:
+    """Issue 27: with several properties missing, every row pointed at the first (`/cases/3/title` for a
+    missing `lane` too)."""
+    from testops_evidence.contract import schema_errors
+
+    document = copy.deepcopy(BASE)
+    for key in ("title", "lane", "checks"):
+        document["cases"][3].pop(key)
+    rows = [(where, message) for where, message, _ in schema_errors("contract", document)]
+    assert sorted(rows) == [("/cases/3/checks", "'checks' is a required property"),
+                            ("/cases/3/lane", "'lane' is a required property"),
+                            ("/cases/3/title", "'title' is a required property")]
+
+
 def test_wrong_type() -> None:
     err = invalid(lambda d: d["testops"].__setitem__("project-id", "12"))
     assert (err.field, err.expected, err.actual) == ("/testops/project-id", "type integer", "12")

@@ -151,9 +151,11 @@ def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path, c
     from testops_evidence import cli
 
     monkeypatch.chdir(tmp_path)  # the page's refusal names the contract by the path given, as a user types it
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"):  # a terminal, as the page shows
+        monkeypatch.delenv(name, raising=False)
 
     text = (DOCS / "contract.md").read_text()
-    shown = re.search(r"```text\n(ERROR \[contract\.invalid\].*?)\n```", text, flags=re.DOTALL)
+    shown = re.search(r"```text\n(⛔ check refused: contract\.invalid\n.*?)\n```", text, flags=re.DOTALL)
     assert shown is not None
     minimal = re.findall(r"```yaml\n(version: 1\n.*?)```", text, flags=re.DOTALL)[0]
     document = parse_contract_bytes(minimal.encode(), "c.yml")
@@ -161,9 +163,8 @@ def test_the_refusal_shown_in_contract_md_is_what_check_prints(tmp_path: Path, c
     document["cases"] = [dict(case, key=k, **{"full-name": k}) for k in "abc"] + [
         dict(case, key="d", lane="cloud", **{"full-name": "d"})]
     (tmp_path / "contract.json").write_text(json.dumps(document, indent=2))
-    assert cli.main(["check", "--contract", "contract.json", "--state-dir", str(tmp_path / "s"),
-                     "--summary-file", str(tmp_path / "summary.md")]) == errors.EXIT_USAGE
-    assert shown.group(1) in capsys.readouterr().out
+    assert cli.main(["check", "--contract", "contract.json"]) == errors.EXIT_USAGE
+    assert capsys.readouterr().err == shown.group(1) + "\n"
 
 
 # --- the generator is robust to what others add --------------------------------------------------------------------

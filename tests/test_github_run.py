@@ -34,7 +34,7 @@ from testops_evidence.github_run import (
 )
 from testops_evidence.trust import readmit
 
-TOKEN = "ghs_SENTINEL_h1_github_run_0123456789abcdef"
+TOKEN = "ghs_SENTINEL_h1_github_run_5d9a3e7c1f8b2046"
 REPO = "acme/agents"
 SHA = "9" * 40
 RUN_ID = 5151

@@ -22,7 +22,7 @@ from servers.github_server import REMOVE, GitHubServer
 from testops_evidence.errors import Refusal
 from testops_evidence.trust import OPERATIONS, dispatch_request
 
-SENTINEL = "ghs_SENTINEL_h1_guard_0123456789abcdefXYZ"
+SENTINEL = "ghs_SENTINEL_h1_guard_7c2f9e1a5b3d8e6f04XYZ"
 REPO = "acme/agents"
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 ACTOR = 1234567

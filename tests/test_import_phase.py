@@ -35,7 +35,7 @@ from import_builders import (
 from servers.github_server import GitHubServer
 from testops_evidence.ledger import lock_path
 
-TOKEN = "ghs_SENTINELimportToken0123456789abcdef"
+TOKEN = "ghs_SENTINELimportToken8e3b1f9c7a2d5e06"
 GOLDEN = Path(__file__).parent / "golden" / "import"
 CELLS = [Cell("exec-1"), Cell("exec-2", case="company-credential-approval", ordinal=1,
                               disposition="behavior_failure")]

@@ -264,7 +264,7 @@ def test_a_replaced_selection_artifact_never_reaches_the_pages_checkout(tmp_path
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     steps = YAML(typ="safe").load((REPO / "workflows-templates" / "campaign.yml").read_text())["jobs"]["pages"]["steps"]
     download = next(step for step in steps if str(step.get("uses", "")).startswith("actions/download-artifact@")
-                    and step["with"]["name"].endswith("-selection-${{ github.run_attempt }}"))
+                    and step["with"]["artifact-ids"] == "${{ needs.select.outputs.selection-artifact-id }}")
     scripts = pages_scripts()
     variables = {"REMOTE": f"file://{remote}", "BRANCH": "gh-pages", "TOKEN": "ghs_pages_sentinel_token",
                  "HISTORY": "keep", "MESSAGE": "m"}
@@ -277,7 +277,11 @@ def test_a_replaced_selection_artifact_never_reaches_the_pages_checkout(tmp_path
     assert run_script(scripts["fetch the Pages branch"], first, **variables).returncode == 0
     assert pages(first, published, options, env, first / "testops-evidence-pages").exit_code == 0
     assert run_script(scripts["push the Pages branch"], first, **variables).returncode == 0
-    extracted = job / download["with"].get("path", ".")
+    # Where the template extracts it: its own directory under the runner's temp directory (outside the job's
+    # workspace); were it the workspace, the planted files would land in the Pages checkout.
+    runner_temp = tmp_path / "runner-temp"
+    extracted = Path(download["with"]["path"].replace("${{ runner.temp }}", str(runner_temp)))
+    assert runner_temp in extracted.parents
     planted = extracted / "testops-evidence-pages" / ".git" / "config"
     planted.parent.mkdir(parents=True)
     planted.write_text('[core]\n\tfsmonitor = "echo \\"$TOKEN\\" > ../stolen; false"\n')

@@ -18,7 +18,8 @@ from servers.github_server import GitHubServer
 from test_selection_support import REPOSITORY, RUN_ID, WORKFLOW, github_with_run, select_job_env
 from test_trials import contract_of, trial_cell, trials_document
 from testops_evidence.contract import Contract
-from testops_evidence.evidence.previous import newcombe
+from testops_evidence.evidence.previous import compare, newcombe
+from testops_evidence.evidence.receipt import receipt_from_bytes
 from testops_evidence.safeio import sha256_bytes
 
 EARLIER = RUN_ID - 7
@@ -166,6 +167,7 @@ def test_the_comparison_shows_every_category_and_lists_the_regressions(tmp_path:
     doc = document(flaky={"count": 10, "verdict": {"at-least": 1}, "jobs": "per-case"})
     doc["cases"].append({"key": "extra", "testops-id": 14, "full-name": "agents/extra", "title": "Extra",
                          "lane": "native", "checks": {"answer": "behavior"}})
+    next(c for c in doc["cases"] if c["key"] == "steady")["deterministic"] = True  # one flip is a regression
     contract = contract_of(doc)
     usage = {"cost-nanodollars": 1_000_000_000}
     before = earlier_export(tmp_path, contract, [
@@ -201,6 +203,18 @@ def test_the_comparison_shows_every_category_and_lists_the_regressions(tmp_path:
         {"key": "steady", "kind": "newly-failing", "baseline": "passed", "current": "failed"},
         {"key": "flaky", "kind": "pass-rate-drop", "baseline": "10/10", "current": "2/10"}]
     assert comparison["cost"]["change"] == (10 - 11) * 1_000_000_000 + 0  # steady reported no cost this time
+    # Fisher's exact test of 10/10 against 2/10 (p = 0.000714), Benjamini-Hochberg across the 3 cases both
+    # measured (flaky, steady 1/1 -> 0/1, human 0/1 -> 1/1): adjusted 0.00214.
+    flaky = categories["pass-rate-drop"][0]
+    assert (flaky["p-value"], flaky["adjusted-p-value"]) == (0.0007145, 0.002143)
+    assert comparison["flags"] == {"test": "fisher-exact", "correction": "benjamini-hochberg", "q": 0.05,
+                                   "compared": 3, "flagged": 1}
+    # Paired over the same 3 cases: flaky -0.8, steady -1, human +1 -> mean -0.266667
+    difference = comparison["difference"]
+    assert (difference["mean"], difference["cases"], difference["verdict"]) == (-0.266667, 3, "no detectable change")
+    assert (difference["only-baseline"], difference["only-current"]) == (0, 0)
+    assert json.loads(exported.outputs["comparison-difference"]) == difference
+    assert "Campaign pass rate: no detectable change" in exported.summary
     assert json.loads(exported.outputs["regressions"]) == comparison["regressions"]
     assert exported.outputs["comparison"] == "compared"
     assert "2 regression(s)." in exported.summary and "pass rate dropped beyond noise" in exported.summary
@@ -227,6 +241,17 @@ def test_new_and_not_selected_cases_are_named(tmp_path: Path, github: GitHubServ
     verify = run_mode("verify", tmp_path, base, env)
     assert (verify.exit_code, verify.outputs["comparison"], verify.outputs["regressions"]) == (0, "compared", "[]")
     assert "### Compared with the previous campaign" in verify.summary
+    # The pass rate over the last runs (issue 25): the baseline's and this run's, as a Mermaid chart with only
+    # our labels, and a table.
+    assert "### Pass rate over the last runs" in verify.summary, verify.summary
+    assert f'x-axis ["run {EARLIER}", "run {RUN_ID}"]' in verify.summary
+    assert "    line [100.0, 100.0]" in verify.summary  # every measured case passed in both runs
+    assert verify.outputs["pass-rate"] == "1.0" and json.loads(verify.outputs["pass-rate-ci"]) == [1.0, 1.0]
+    # The trend travels down the chain of baselines: a run comparing with this one sees both earlier runs.
+    receipt = receipt_from_bytes(Path(f"{results}-receipt.json").read_bytes(), "receipt")
+    later = compare(receipt.results, receipt, None, cases={c.key: c for c in contract.cases},
+                    policy=contract.statistics)
+    assert [p["run-id"] for p in later["trend"]] == [EARLIER, RUN_ID]
 
 
 def test_a_baseline_of_another_contract_is_not_comparable(tmp_path: Path, github: GitHubServer) -> None:
@@ -286,3 +311,39 @@ def test_without_a_publication_artifact_the_baseline_is_the_earlier_exports_resu
     baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]
     assert (baseline["artifact"], baseline["run-id"], baseline["comparable"]) == (
         "testops-evidence-results-1", EARLIER, True)
+
+
+def test_a_stochastic_single_trial_flip_is_shown_but_is_no_regression(tmp_path: Path, github: GitHubServer) -> None:
+    """Issue 25: with one trial per case every stochastic flip used to be "newly failing", a regression. Now a
+    flip is listed as changed; only the contract's deterministic cases make it a regression. The contract's
+    statistics (Holm at q = 0.01) and clusters reach the receipt."""
+    doc = trials_document(cases=40)
+    doc["statistics"] = {"q": 0.01, "correction": "holm"}
+    for case in doc["cases"]:
+        if case["key"] < "bulk-0010":
+            case["cluster"] = "shared-sandbox"
+    next(c for c in doc["cases"] if c["key"] == "bulk-0039")["deterministic"] = True
+    contract = contract_of(doc)
+    keys = [case.key for case in contract.cases]
+    publish_earlier(github, earlier_export(tmp_path, contract, [cell(contract, key) for key in keys]))
+    run = select(tmp_path, github, contract, **{"compare-with": "previous"})
+    assert run.exit_code == 0, run.summary
+    failing = {"bulk-0000", "bulk-0039"}
+    current = [cell(contract, key, disposition="behavior_failure",
+                    failed=["approved"] if key == "human" else ["answer"]) if key in failing else cell(contract, key)
+               for key in keys]
+    exported, results = export(tmp_path, github, contract, current, run.outputs["selection-sha256"])
+    receipt = json.loads(Path(f"{results}-receipt.json").read_text())
+    comparison = receipt["comparison"]
+    assert sorted(e["key"] for e in comparison["categories"]["newly-failing"]) == sorted(failing)
+    assert comparison["regressions"] == [
+        {"key": "bulk-0039", "kind": "newly-failing", "baseline": "passed", "current": "failed"}]
+    assert comparison["flags"] == {"test": "fisher-exact", "correction": "holm", "q": 0.01, "compared": 43,
+                                   "flagged": 0}
+    assert "Holm at q = 0.01 across the 43 cases" in exported.summary
+    # 41 of 43 cases passed; bulk-0000..0009 are one cluster: 43 - 10 + 1 groups.
+    rate = receipt["statistics"]["pass-rate"]
+    assert (rate["mean"], rate["cases"], rate["clusters"]) == (round(41 / 43, 6), 43, 34)
+    assert exported.outputs["pass-rate"] == str(round(41 / 43, 6))
+    assert json.loads(exported.outputs["pass-rate-ci"]) == rate["interval-95"]
+    assert json.loads(exported.outputs["comparison-difference"])["verdict"] == "no detectable change"

@@ -68,6 +68,13 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     assert receipt["context"]["local"] is True
     published = run_dir / "state" / "published" / "allure-results"
     assert len(list(published.glob("*-result.json"))) == 12
+    # A local run has no page on GitHub: nothing links to one (the commit may not even be pushed).
+    for path in published.glob("*-result.json"):
+        result = json.loads(path.read_text())
+        assert result.get("links", []) == [] and "in a local run" in result["description"], path
+    executor = json.loads((published / "executor.json").read_text())
+    assert "buildUrl" not in executor and "url" not in executor and "(local run)" in executor["buildName"]
+    assert "github.com" not in "".join(p.read_text() for p in (run_dir / "summaries").rglob("*.md"))
     assert "behaved as designed" in run.log and "9 passed" in run.log
     if ALLURE.exists():
         stats = json.loads((run_dir / "state" / "published" / "allure-report" / "summary.json").read_text())["stats"]
@@ -91,7 +98,20 @@ def test_each_rehearsal_gets_a_fresh_directory(tmp_path: Path) -> None:
     second = rehearse(tmp_path, report="never")
     assert (first.exit_code, second.exit_code) == (0, 0)
     assert sorted(p.name for p in (tmp_path / "rehearsal").iterdir()) == ["20261201T100500Z", "20261201T100500Z-2"]
-    assert "not generated (`--report never`)" in second.log
+    assert "not generated (--report never)" in second.log  # plain text at a terminal
+
+
+@pytest.mark.skipif(not ALLURE.exists(), reason="Allure Report 3 is not installed: run `bash scripts/setup.sh`")
+def test_rehearsals_in_one_workdir_continue_one_report_history(tmp_path: Path) -> None:
+    first = rehearse(tmp_path)
+    second = rehearse(tmp_path)
+    assert first.exit_code == second.exit_code == 0, second.log[-4000:]
+    runs = sorted(p for p in (tmp_path / "rehearsal").iterdir())
+    assert [p.name for p in runs] == ["20261201T100500Z", "20261201T100500Z-2"]
+    lines = [len((run / "state" / "published" / "history.jsonl").read_text().splitlines()) for run in runs]
+    assert lines == [1, 2]  # the second report shows the first one's results as its history
+    assert "continues the history of the rehearsal in" in second.log
+    assert "trends over 1 earlier report(s)" in (runs[1] / "summaries" / "04-upload.md").read_text()
 
 
 def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> None:
@@ -103,7 +123,7 @@ def test_a_refusal_stops_the_rehearsal_with_its_exit_code(tmp_path: Path) -> Non
     (examples / "cell-results" / "company-credential-approval" / "replayed.json").write_text(json.dumps(replayed))
     run = rehearse(tmp_path, examples=examples, report="never")
     assert run.exit_code == 3, run.log[-3000:]
-    assert "stopped at `export`" in run.log
+    assert "stopped at export" in run.log  # plain text at a terminal
     assert "export.cell_selection" in run.log
 
 

@@ -130,8 +130,18 @@ def test_a_worker_cell_for_a_remote_case_refuses_the_export(tmp_path: Path, ledg
     run = run_mode("export", tmp_path, {"contract": str(write_contract(contract, tmp_path / "contract.json")),
                                         "selection-path": str(selection), "selection-sha256": digest,
                                         "cell-results": str(cells), "results-dir": str(tmp_path / "out"),
-                                        "ledger": str(ledger)}, env, new_uuid=uuid_factory())
+                                        "ledger": str(ledger), "ledger-sha256": sha256_bytes(ledger.read_bytes())},
+                   env, new_uuid=uuid_factory())
     assert (run.exit_code, run.outputs["error-code"]) == (3, "export.cell_origin"), run.summary
+
+
+def test_inside_actions_a_ledger_is_read_only_with_the_import_jobs_digest(tmp_path: Path, ledger: Path) -> None:
+    """Inside Actions the ledger's bytes are bound by the digest the import job output, never taken as found on
+    the runner's disk (issue 23)."""
+    contract = contract_from_document(remote_contract())
+    refused, results = export(tmp_path, contract, ledger)
+    assert (refused.exit_code, refused.outputs["error-code"]) == (2, "input.ledger-sha256"), refused.summary
+    assert not results.exists()  # refused before anything was written
 
 
 def test_a_remote_case_has_no_worker_job() -> None:

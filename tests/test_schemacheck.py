@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from import_builders import Cell, definition_document, host_document, intent_doc
 from testops_evidence.context import env_context
 from testops_evidence.contract import load_schema, schema_errors, strict_validator
 from testops_evidence.evidence.selection import build_selection
-from testops_evidence.schemacheck import compile_schema, json_equal
+from testops_evidence.schemacheck import compile_schema, json_equal, unique_items
 
 # --- random schemas and instances ------------------------------------------------------------------
 
@@ -110,6 +111,111 @@ def test_equality_is_jsonschemas(one: Any, two: Any) -> None:
     assert json_equal(one, two) == equal(one, two)
 
 
+# --- uniqueItems: JSON Schema equality, in linear time ------------------------------------------------------
+
+# Values that are equal in JSON Schema but not the same Python value, and values Python equates that JSON Schema
+# does not (a boolean is not a number): the cases a hash of the wrong form would get wrong.
+tricky = st.sampled_from([0, 1, 1.0, 0.0, -0.0, True, False, None, "1", "", [], {}, [1], [1.0], [True],
+                          {"a": 1}, {"a": 1.0}, {"a": True}, {"a": [1, {"b": 0}]}, {"a": [1.0, {"b": 0.0}]},
+                          [[1], [True]], [None], {"b": 1, "a": 2}, {"a": 2, "b": 1}, 2**53, float(2**53)])
+mixed_lists = st.lists(st.one_of(tricky, json_values), max_size=8)
+
+
+def _pairwise_unique(items: list[Any]) -> bool:
+    from jsonschema._utils import equal
+
+    return not any(equal(items[i], items[j]) for i in range(len(items)) for j in range(i + 1, len(items)))
+
+
+@settings(max_examples=800, deadline=None)
+@given(items=mixed_lists)
+def test_unique_items_is_pairwise_json_schema_equality(items: list[Any]) -> None:
+    # The definition (no two items equal, by jsonschema's own equality) checked pair by pair, against the
+    # hashed check, the compiled schema and the validator that explains errors.
+    expected = _pairwise_unique(items)
+    assert unique_items(items) == expected
+    assert compile_schema({"type": "array", "uniqueItems": True})(items) == expected  # type: ignore[misc]
+    assert compile_schema({"uniqueItems": True})(items) == expected  # type: ignore[misc]
+    assert strict_validator({"uniqueItems": True}).is_valid(items) == expected
+
+
+def test_unique_items_finds_the_duplicate_jsonschemas_neighbour_comparison_misses() -> None:
+    # jsonschema sorts and compares neighbours: [1] and [true] sort as equal, so the two [1] are never
+    # neighbours and it reports these items unique.
+    from jsonschema import Draft202012Validator
+
+    items = [[1], [True], [1]]
+    assert Draft202012Validator({"uniqueItems": True}).is_valid(items)
+    assert not unique_items(items)
+    assert not strict_validator({"uniqueItems": True}).is_valid(items)
+
+
+def _hundred_thousand(kind: str, seed: int) -> list[Any]:
+    count = 100_000
+    if kind == "integers":
+        return [seed + i for i in range(count)]
+    if kind == "strings":
+        return [f"s{seed}-{i}" for i in range(count)]
+    if kind == "objects":
+        return [{"id": i, "seed": seed} for i in range(count)]
+    return [[i] if i % 4 == 0 else {"i": i} if i % 4 == 1 else float(i) + 0.5 if i % 4 == 2 else str(i)
+            for i in range(count)]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                          HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["integers", "strings", "objects", "mixed"]), seed=st.integers(0, 1000),
+       duplicate=st.one_of(st.none(), st.tuples(st.integers(0, 99_999), st.integers(0, 99_999))),
+       twin=st.booleans())
+def test_unique_items_on_100000_items_hashes_each_once(monkeypatch_equal: dict[str, int], kind: str, seed: int,
+                                                       duplicate: tuple[int, int] | None, twin: bool) -> None:
+    # 10^5 items of every kind, with or without one duplicate placed anywhere (as an equal but different
+    # Python value where there is one: 3 and 3.0, an object with its keys in another order). The answer is
+    # checked against the construction, and the work is counted: no pair of items is ever compared (the
+    # pairwise check took 5 * 10^9 comparisons here, and 300 s for 16,000 actor ids).
+    items = _hundred_thousand(kind, seed)
+    expected = True
+    if duplicate is not None and duplicate[0] != duplicate[1]:
+        source = items[duplicate[0]]
+        if twin and isinstance(source, int):
+            source = float(source)
+        elif twin and isinstance(source, dict):
+            source = dict(reversed(list(source.items())))
+        items[duplicate[1]] = copy.deepcopy(source)
+        expected = False
+    monkeypatch_equal.clear()
+    assert unique_items(items) == expected
+    check = compile_schema({"type": "array", "uniqueItems": True, "items": True})
+    assert check is not None and check(items) == expected
+    errors = list(strict_validator({"uniqueItems": True}).iter_errors(items))
+    assert (errors == []) == expected
+    assert monkeypatch_equal == {}
+    if kind in ("integers", "strings"):  # items jsonschema sorts: its own check is fast here, and agrees
+        from jsonschema import Draft202012Validator
+
+        assert Draft202012Validator({"uniqueItems": True}).is_valid(items) == expected
+
+
+@pytest.fixture
+def monkeypatch_equal(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts every call of the pairwise equalities (ours and jsonschema's) during a test."""
+    from jsonschema import _utils
+
+    from testops_evidence import schemacheck
+
+    calls: dict[str, int] = {}
+
+    def counted(name: str, real: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args)
+        return wrapper
+
+    monkeypatch.setattr(schemacheck, "json_equal", counted("schemacheck.json_equal", schemacheck.json_equal))
+    monkeypatch.setattr(_utils, "equal", counted("jsonschema equal", _utils.equal))
+    return calls
+
+
 def test_a_schema_outside_the_subset_is_left_to_jsonschema() -> None:
     assert compile_schema({"type": "string", "format": "date-time"}) is None
     assert compile_schema({"patternProperties": {"^a": {}}}) is None
@@ -193,3 +299,24 @@ def test_mutated_documents_agree_with_jsonschema(data: st.DataObject) -> None:
     valid = VALIDATORS[name].is_valid(document)
     assert check(document) == valid
     assert (list(schema_errors(name, document)) == []) == valid
+
+
+def test_every_array_of_the_contract_has_a_maximum_length() -> None:
+    # Issue 24 (7): trust.actors had none, and a 106 KB contract of 16,000 ids stalled check and guard. Every
+    # list an operator writes is bounded (docs/contract.md shows each bound in its reference table).
+    unbounded: list[str] = []
+
+    def visit(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            kinds = node.get("type")
+            if (kinds == "array" or (isinstance(kinds, list) and "array" in kinds) or "items" in node) \
+                    and not isinstance(node.get("maxItems"), int):
+                unbounded.append(where)
+            for key, value in node.items():
+                visit(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                visit(value, f"{where}/{index}")
+
+    visit(load_schema("contract"), "")
+    assert unbounded == []

@@ -18,7 +18,7 @@ from testops_evidence.contract import contract_from_document
 from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 
-SENTINEL = "sentinel-testops-token-4f1d"
+SENTINEL = "sentinel-allure-tok-4f1d8b3e"  # no 8 characters of it in honest output
 
 
 @pytest.fixture
@@ -118,3 +118,53 @@ def test_the_worker_imports_no_network_library(tmp_path: Path, made: tuple[Path,
     report = json.loads(line[len("MODULES="):])
     assert report == {"code": 0, "loaded": []}, done.stdout + done.stderr
     assert "selected-count=5" in (tmp_path / "out.txt").read_text()
+
+
+def _artifact_dir(tmp_path: Path, selection: Path) -> Path:
+    """The selection artifact as download-artifact extracts it into a fresh directory of its own."""
+    directory = tmp_path / "downloaded"
+    directory.mkdir()
+    (directory / "testops-evidence-selection.json").write_bytes(selection.read_bytes())
+    return directory
+
+
+def test_a_selection_directory_holding_only_the_selection_is_verified(
+        tmp_path: Path, made: tuple[Path, Path, str]) -> None:
+    contract, selection, digest = made
+    directory = _artifact_dir(tmp_path, selection)
+    (directory / "testops-evidence-selection-contract.json").write_text("{}")  # select's compiled copy may be there
+    run = run_mode("verify-selection", tmp_path, {"contract": str(contract), "selection-dir": str(directory),
+                                                  "selection-sha256": digest}, actions_env())
+    assert run.exit_code == 0, run.summary
+    assert str(directory / "testops-evidence-selection.json") in run.summary  # read from the directory
+
+
+@pytest.mark.parametrize("planted", ["evals/run-case.sh", "testops-evidence-cells/native-a/a/later.json", ".hidden",
+                                     "testops-evidence-selection-contract.json/"])
+def test_a_selection_directory_with_anything_more_is_refused_naming_it(
+        tmp_path: Path, made: tuple[Path, Path, str], planted: str) -> None:
+    """A worker that re-uploads the selection artifact (upload-artifact v4 `overwrite: true`) with the same
+    selection bytes plus a harness or a cell for a later job: the selection still hashes, the directory does not
+    (issue 23)."""
+    contract, selection, digest = made
+    directory = _artifact_dir(tmp_path, selection)
+    target = directory / planted
+    if planted.endswith("/"):
+        target.mkdir()
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("#!/bin/sh\necho forged\n")
+    run = run_mode("verify-selection", tmp_path, {"contract": str(contract), "selection-dir": str(directory),
+                                                  "selection-sha256": digest}, actions_env())
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "selection.extra_file"), run.summary
+    assert planted.split("/")[0] in run.summary
+
+
+def test_a_selection_path_outside_its_selection_directory_is_refused(
+        tmp_path: Path, made: tuple[Path, Path, str]) -> None:
+    contract, selection, digest = made
+    directory = _artifact_dir(tmp_path, selection)
+    run = run_mode("verify-selection", tmp_path, {"contract": str(contract), "selection-dir": str(directory),
+                                                  "selection-path": str(selection), "selection-sha256": digest},
+                   actions_env())
+    assert (run.exit_code, run.outputs["error-code"]) == (2, "input.selection-dir"), run.summary

@@ -50,6 +50,34 @@ def test_the_leak_detector_finds_a_leak(tmp_path: Path, monkeypatch: pytest.Monk
                                         str(tmp_path / "state" / "summaries" / "guard.md")}
 
 
+def test_the_leak_detector_finds_a_piece_of_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A message cut across an echoed token leaves a prefix: 8 characters of it are a leak (issue 24).
+    piece = SENTINEL_TOKEN[3:11]
+
+    def run(ctx: PhaseContext) -> PhaseResult:
+        ctx.state.write_receipt("leak.json", {"cut": f"...{piece}"})
+        return PhaseResult(headline=f"cut at {piece}")
+
+    fake_phase(monkeypatch, "guard", run)
+    leaky = run_mode("guard", tmp_path, {}, {})  # the token is in no variable: nothing is masked
+    assert set(secret_leaks(leaky)) == {"step summary", str(tmp_path / "state" / "leak.json"),
+                                        str(tmp_path / "state" / "summaries" / "guard.md")}
+
+
+def test_a_piece_of_a_masked_token_is_scrubbed_from_every_channel(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(ctx: PhaseContext) -> PhaseResult:
+        token = ctx.testops_token()
+        ctx.runtime.log(f"server said: {token[:-5]}")  # cut before the end: no longer the whole token
+        raise Refusal("testops.auth", f"refused: {token[4:]}", field="token", expected="a token", actual=token[2:14])
+
+    fake_phase(monkeypatch, "upload", run)
+    result = run_mode("upload", tmp_path, {}, {"INPUT_TESTOPS-TOKEN": SENTINEL_TOKEN})
+    assert result.outputs == {"error-code": "testops.auth"}
+    assert "server said: ***" in result.log and result.failure()["actual"] == "***"  # type: ignore[index]
+    assert secret_leaks(result) == []
+
+
 def test_check_with_tokens_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     run = run_mode("check", tmp_path, {"contract": "examples/contract.yml"}, {**TOKEN_ENV, **OFFLINE_ENV})

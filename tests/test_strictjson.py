@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
-from testops_evidence.strictjson import INT_MAX, INT_MIN, JSONProblem
+from testops_evidence.strictjson import INT_MAX, INT_MIN, MAX_DEPTH, JSONProblem
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(INT_MIN, INT_MAX) | st.floats(allow_nan=False, allow_infinity=False)
@@ -152,3 +152,50 @@ def _at(value: Any, pointer: str) -> Any:
     for part in [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]:
         value = value[int(part)] if isinstance(value, list) else value[part]
     return value
+
+
+# --- one depth limit on both paths ----------------------------------------------------------------------------
+
+def _nested(depth: int, filler: str) -> str:
+    # Alternating arrays and objects, each level also holding a string of brackets, quotes and escapes: text
+    # the depth check must not count.
+    text = "0"
+    for level in range(depth):
+        text = f'[{filler}, {text}]' if level % 2 else f'{{"k{level}": {text}, "s": {filler}}}'
+    return text
+
+
+fillers = st.text(alphabet='[]{}"\\ab', max_size=6).map(json.dumps)
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(MAX_DEPTH - 3, MAX_DEPTH + 3), filler=fillers)
+def test_the_depth_limit_is_the_same_on_the_fast_path_and_the_walker(depth: int, filler: str) -> None:
+    # Issue 24 (7): the C scanner read 513 to about 990 levels, which the walker (the error path) refuses.
+    text = _nested(depth, filler)
+    walker = strictjson.problems(text, limit=1)
+    if depth <= MAX_DEPTH:
+        assert walker == []
+        assert strictjson.loads(text) == json.loads(text)
+    else:
+        assert [p.message for p in walker] == [f"nested deeper than {MAX_DEPTH} levels"]
+        with pytest.raises(JSONProblem, match=f"nested deeper than {MAX_DEPTH} levels"):
+            strictjson.loads(text)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, MAX_DEPTH + 1, 700, 989, 2000])
+def test_nesting_is_refused_from_the_first_level_past_the_limit(depth: int) -> None:
+    for text in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
+        if depth <= MAX_DEPTH:
+            assert strictjson.loads(text) == json.loads(text)
+        else:
+            with pytest.raises(JSONProblem) as info:
+                strictjson.loads(text)
+            assert info.value.message == f"nested deeper than {MAX_DEPTH} levels"
+
+
+def test_brackets_inside_strings_do_not_count_as_depth() -> None:
+    many = json.dumps(["[" * 2000, "\\\"[[[", "{" * 600])
+    assert strictjson.loads(many) == json.loads(many)
+    deep_but_closed_in_strings = "[" * MAX_DEPTH + '"' + "]" * 600 + '"' + "]" * MAX_DEPTH
+    assert strictjson.loads(deep_but_closed_in_strings) == json.loads(deep_but_closed_in_strings)

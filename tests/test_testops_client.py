@@ -18,7 +18,7 @@ from servers.testops_server import TestOpsServer
 from testops_evidence.errors import Refusal
 from testops_evidence.testops.client import RateLimiter, TestOpsClient, parse_page
 
-TOKEN = "SENTINEL-testops-token-5f3a9c"
+TOKEN = "SENTINEL-allure-tok-5f3a9c2e"
 PROJECT = 12
 SHORT_TIMEOUT = 1.0
 HELD = 300.0  # seconds a delay fault holds its answer (released when the server stops)

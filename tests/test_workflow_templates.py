@@ -171,10 +171,18 @@ def test_campaign_wiring() -> None:
     assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
     # pages reads select's compiled contract from the selection artifact, bound by the selection's digest.
     assert pages_step["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
-    downloads = {step["with"]["name"]: step["with"].get("path") for step in jobs["pages"]["steps"]
+    downloads = {step["with"]["artifact-ids"]: step["with"].get("path") for step in jobs["pages"]["steps"]
                  if step.get("uses", "").startswith("actions/download-artifact@")}
-    assert downloads["${{ inputs.artifact-prefix }}-selection-${{ github.run_attempt }}"] == "testops-evidence-selection"
-    assert pages_step["with"]["selection-path"] == "testops-evidence-selection/testops-evidence-selection.json"
+    assert downloads["${{ needs.select.outputs.selection-artifact-id }}"] == "${{ runner.temp }}/testops-evidence-selection"
+    assert pages_step["with"]["selection-dir"] == "${{ steps.selection.outputs.download-path }}"
+    # Every job that reads the selection reads it from its own directory, by the id select's upload reported.
+    assert jobs["select"]["outputs"]["selection-artifact-id"] == "${{ steps.selection-artifact.outputs.artifact-id }}"
+    readers = [step for job in jobs.values() for step in our_steps(job)
+               if step["with"]["mode"] in ("verify-selection", "collect-cells", "export", "upload", "verify", "pages")]
+    assert len(readers) == 7
+    for step in readers:
+        assert step["with"]["selection-dir"] == "${{ steps.selection.outputs.download-path }}", step
+        assert "selection-path" not in step["with"], step
 
 
 @pytest.mark.parametrize("name", ["bootstrap.yml", "campaign.yml", "import.yml"])
@@ -188,7 +196,8 @@ def test_a_job_that_writes_downloads_each_artifact_into_a_directory_of_its_own(n
             continue
         paths = [str(step.get("with", {}).get("path", "")).rstrip("/") for step in job["steps"]
                  if str(step.get("uses", "")).startswith("actions/download-artifact@")]
-        assert all(path not in ("", ".") and not path.startswith(("/", "..", "$")) for path in paths), (job_id, paths)
+        assert all(path not in ("", ".") and not path.removeprefix("${{ runner.temp }}/").startswith(("/", "..", "$"))
+                   for path in paths), (job_id, paths)
         assert len(set(paths)) == len(paths), (job_id, paths)
         for step in our_steps(job):
             for key in ("pages-dir", "state-dir", "results-dir"):
@@ -199,15 +208,21 @@ def test_a_job_that_writes_downloads_each_artifact_into_a_directory_of_its_own(n
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:
     """collect-cells finds each worker by its job name and upload step (evidence/workers.py); export reads only
     the artifacts it verified, each in its own directory, and the publish job gets both travelled digests."""
-    from testops_evidence.evidence.workers import UPLOAD_STEP
+    from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
     jobs = load("campaign.yml")["jobs"]
     for lane in ("native", "external"):
         job = jobs[lane]
         assert job["name"] == "${{ inputs.artifact-prefix }} ${{ matrix.job }}"
-        upload = next(step for step in job["steps"] if step.get("name") == UPLOAD_STEP)
+        index = next(i for i, step in enumerate(job["steps"]) if step.get("name") == UPLOAD_STEP)
+        upload, report = job["steps"][index], job["steps"][index + 1]
         assert upload["with"]["name"] == "${{ inputs.artifact-prefix }}-cells-${{ github.run_attempt }}-${{ matrix.job }}"
         assert upload["with"]["if-no-files-found"] == "error"  # the worker record is always there
+        assert "overwrite" not in upload["with"]  # a second upload under the name fails: squatting shows
+        # The upload's id and digest reach the job's own step record through the next step's evaluated name.
+        assert upload["id"] == "upload" and upload["if"] == report["if"] == "${{ !cancelled() }}"
+        assert report["name"] == REPORT_EXPRESSION
+        assert "${{" not in report["run"]  # the outputs reach the shell through env only
     export = jobs["export"]
     assert export["permissions"] == {"contents": "read", "actions": "read"}
     steps = export["steps"]
@@ -218,7 +233,8 @@ def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows()
     assert download["if"] == "${{ steps.collect.outputs.artifact-ids != '' }}"  # empty would download all
     assert steps[collect]["if"] == "${{ !inputs.local }}"  # a local run has no job records: by pattern instead
     assert steps[collect + 2]["if"] == "${{ inputs.local }}" and "pattern" in steps[collect + 2]["with"]
-    assert "merge-multiple" not in json.dumps(export)
+    # Each worker's artifact in a directory of its own (path/<artifact name>/), never merged with another's.
+    assert all("merge-multiple" not in step["with"] for step in (download, steps[collect + 2]))
     exporting = next(step for step in our_steps(export) if step["with"]["mode"] == "export")
     assert exporting["with"]["artifact-prefix"] == "${{ inputs.artifact-prefix }}"
     for mode in ("upload", "verify"):
@@ -262,7 +278,8 @@ def run_loop(workdir: Path, keys: list[str], command: str, secrets: dict[str, st
     env_spec = next(s for s in step if s.get("name") == "run the cases")["env"]
     env = {"PATH": path or os.environ["PATH"], "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "1",
            "CASE_COMMAND": command, "CASE_KEYS": json.dumps(keys), "CASE_SECRETS": json.dumps(secrets),
-           "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"],
+           "CELLS_DIR": env_spec["CELLS_DIR"], "SELECTION_PATH": env_spec["SELECTION_PATH"].replace(
+               "${{ steps.selection.outputs.download-path }}", str(workdir)),
            "SELECTION_SHA256": "5e1ec7" + "0" * 58, "STATE_DIR": str(workdir / "state"),
            "WORKER_JOB": "native-alpha",
            # toJSON of a matrix field the row does not have is "null"
@@ -342,7 +359,8 @@ def test_annotation_titles_of_the_shipped_scripts_are_registered_codes_with_thei
 
     shipped = [TEMPLATES / "campaign.yml", ROOT / "composite" / "setup.sh"]
     titles = {code for path in shipped for code in re.findall(r"::error title=([a-z_.]+)::", path.read_text())}
-    assert titles == {"case.credentials", "case.no_cell_result", "setup.python", "setup.platform"}
+    assert titles == {"case.credentials", "case.no_cell_result", "setup.python", "setup.platform",
+                      "artifact.extra_file"}
     for code in titles:
         assert code in REGISTRY, f"{code} is not in errors.REGISTRY"
     assert (REGISTRY["case.credentials"].exit_code, REGISTRY["case.no_cell_result"].exit_code) == (2, 3)
@@ -515,15 +533,20 @@ def test_attest_is_off_by_default_and_signs_only_what_verify_wrote() -> None:
     assert "steps.statement.outputs.statement-sha256 != ''" in upload["if"]
     download, check, sign = attest["steps"][:3]
     assert THIRD_PARTY.match(download["uses"]).group(2) == "download-artifact"  # type: ignore[union-attr]
-    assert download["with"] == {"name": name, "path": "testops-evidence-attestation"}
+    # By the id the publish job's upload reported, into a directory of its own (tests/test_template_downloads.py).
+    assert upload["id"] == "attestation-artifact"
+    assert jobs["publish"]["outputs"]["attestation-artifact-id"] == "${{ steps.attestation-artifact.outputs.artifact-id }}"
+    assert download["with"] == {"artifact-ids": "${{ needs.publish.outputs.attestation-artifact-id }}",
+                                "path": "${{ runner.temp }}/testops-evidence-attestation", "merge-multiple": True}
     assert attest["needs"] == ["publish"] and "needs.publish.outputs.statement-sha256 != ''" in attest["if"]
-    assert check["env"] == {"STATEMENT_SHA256": "${{ needs.publish.outputs.statement-sha256 }}",
+    assert check["env"] == {"STATEMENT_DIR": "${{ steps.attestation.outputs.download-path }}",
+                            "STATEMENT_SHA256": "${{ needs.publish.outputs.statement-sha256 }}",
                             "PREDICATE_SHA256": "${{ needs.publish.outputs.predicate-sha256 }}"}
     # actions/attest, pinned by the commit of its v4.2.2 tag, with its documented inputs for a custom predicate.
     assert sign["uses"] == "actions/attest@1e69f48acb82d1966a394da916b4c1698aa569d6"
-    assert sign["with"] == {"subject-path": "testops-evidence-attestation/publication.intoto.json",
+    assert sign["with"] == {"subject-path": "${{ steps.attestation.outputs.download-path }}/publication.intoto.json",
                             "predicate-type": PREDICATE_TYPE,
-                            "predicate-path": "testops-evidence-attestation/publication.predicate.json"}
+                            "predicate-path": "${{ steps.attestation.outputs.download-path }}/publication.predicate.json"}
     assert attest["outputs"]["attestation-url"] == "${{ steps.attest.outputs.attestation-url }}"
 
 
@@ -550,9 +573,70 @@ def test_attest_hashes_verifys_files_and_refuses_to_sign_one_replaced_between_th
     assert outputs == {"statement-sha256": hashlib.sha256((copied / "publication.intoto.json").read_bytes()).hexdigest(),
                        "predicate-sha256": hashlib.sha256((copied / "publication.predicate.json").read_bytes()).hexdigest()}
     check = attest["steps"][1]
-    env = {"STATEMENT_SHA256": outputs["statement-sha256"], "PREDICATE_SHA256": outputs["predicate-sha256"]}
+    env = {"STATEMENT_DIR": str(copied), "STATEMENT_SHA256": outputs["statement-sha256"],
+           "PREDICATE_SHA256": outputs["predicate-sha256"]}
     assert run_step(check, publish, env).returncode == 0
+    # A third file beside them (the artifact uploaded again with one added): refused before anything is hashed.
+    (copied / "publication.extra.json").write_text("{}")
+    added = run_step(check, publish, env)
+    assert added.returncode == 3 and "::error title=artifact.extra_file::" in added.stdout, added.stdout
+    (copied / "publication.extra.json").unlink()
     # A worker that reached the runtime token replaced the artifact's statement: the attest job stops there.
     (copied / "publication.intoto.json").write_text('{"_type": "https://in-toto.io/Statement/v1", "forged": 1}\n')
     refused = run_step(check, publish, env)
     assert refused.returncode != 0 and "FAILED" in refused.stdout
+
+
+def test_export_takes_the_imported_ledger_by_id_alone_in_its_directory_and_bound_by_its_digest(tmp_path: Path) -> None:
+    """Issue 23, item 5: the ledger export reads crossed jobs by the import workflow's ledger-artifact-id into a
+    directory of its own that must hold the ledger alone, and export re-hashes it against ledger-sha256."""
+    call = load("campaign.yml")["on"]["workflow_call"]["inputs"]
+    assert call["ledger-sha256"]["default"] == "" and call["ledger-artifact-id"]["default"] == ""
+    steps = load("campaign.yml")["jobs"]["export"]["steps"]
+    download = next(step for step in steps if step.get("id") == "ledger-download")
+    check = next(step for step in steps if step.get("id") == "ledger")
+    exporting = next(step for step in steps if step.get("id") == "export")
+    assert download["with"]["artifact-ids"] == "${{ inputs.ledger-artifact-id }}"
+    assert download["if"] == check["if"] == "${{ inputs.ledger-artifact-id != '' }}"
+    assert check["env"] == {"LEDGER_DIR": "${{ steps.ledger-download.outputs.download-path }}"}
+    assert exporting["with"]["ledger"] == "${{ steps.ledger.outputs.path || inputs.ledger }}"
+    assert exporting["with"]["ledger-sha256"] == "${{ inputs.ledger-sha256 }}"
+    imported = load("import.yml")
+    assert imported["on"]["workflow_call"]["outputs"]["ledger-artifact-id"]["value"] == (
+        "${{ jobs.import.outputs.ledger-artifact-id }}")
+    assert imported["jobs"]["import"]["outputs"]["ledger-artifact-id"] == "${{ steps.ledger-artifact.outputs.artifact-id }}"
+    assert imported["jobs"]["import"]["outputs"]["ledger-sha256"] == "${{ steps.import.outputs.ledger-sha256 }}"
+    # The step itself: the one file is the ledger; anything beside it (or a link) stops the job.
+    ledger_dir, output = tmp_path / "ledger", tmp_path / "output"
+    ledger_dir.mkdir()
+    (ledger_dir / "campaign-ledger.json").write_text("{}")
+    done = run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)})
+    assert done.returncode == 0, done.stderr
+    assert output.read_text() == f"path={ledger_dir / 'campaign-ledger.json'}\n"
+    (ledger_dir / ".later.json").write_text("{}")
+    refused = run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)})
+    assert refused.returncode == 3 and "::error title=artifact.extra_file::" in refused.stdout, refused.stdout
+    (ledger_dir / ".later.json").unlink()
+    (ledger_dir / "campaign-ledger.json").unlink()
+    (ledger_dir / "campaign-ledger.json").symlink_to(tmp_path / "output")
+    assert run_step(check, tmp_path, {"LEDGER_DIR": str(ledger_dir), "GITHUB_OUTPUT": str(output)}).returncode == 3
+
+
+def test_the_worker_record_lists_every_file_of_the_artifact_with_its_digest(tmp_path: Path) -> None:
+    """Export reads a worker's artifact directory only when it holds exactly the files the record lists (issue 23):
+    the record lists each cell and report the worker left, with its SHA-256, but not itself nor hidden files
+    (upload-artifact leaves those out)."""
+    write_selection(tmp_path, [case("alpha", []), case("beta", [])])
+    command = ('python3 -c "import os; p = os.environ[\'TESTOPS_EVIDENCE_CELL_RESULT\']; open(p, \'w\').write(\'{}\'); '
+               'd = os.path.join(os.path.dirname(p), os.environ[\'TESTOPS_EVIDENCE_CASE\'] + \'-report\'); '
+               'os.makedirs(d, exist_ok=True); open(os.path.join(d, \'junit.xml\'), \'w\').write(\'<x/>\'); '
+               'open(os.path.join(d, \'.hidden\'), \'w\').write(\'h\')"')
+    done = run_loop(tmp_path, ["alpha", "beta"], command, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = tmp_path / "testops-evidence-cells"
+    record = json.loads((cells / "testops-evidence-worker.json").read_text())
+    expected = {path.relative_to(cells).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+                for path in cells.rglob("*") if path.is_file() and not path.name.startswith(".")
+                and path.name != "testops-evidence-worker.json"}
+    assert record["files"] == expected
+    assert set(expected) == {"alpha.json", "beta.json", "alpha-report/junit.xml", "beta-report/junit.xml"}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
@@ -126,6 +126,7 @@ def _key(key: Any) -> Any:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(DOCUMENTS.filter(lambda d: isinstance(d, dict | list)), st.sampled_from([None, True, False]),
        st.sampled_from([20, 80, 4096]), st.sampled_from([(2, 2, 0), (2, 4, 2), (4, 4, 2), (3, 5, 2)]))
+@example([[{"000000000 0": None}]], False, 20, (3, 5, 2))
 def test_documents_dumped_by_ruamel_read_the_same(value: Any, flow: bool | None, width: int,
                                                   indent: tuple[int, int, int]) -> None:
     text = dumped(value, flow, width, indent)
@@ -137,8 +138,12 @@ def test_documents_dumped_by_ruamel_read_the_same(value: Any, flow: bool | None,
         mine = yamlread.load(text)
     except YAMLProblem as problem:
         # Only what the subset leaves out on purpose: multi-line quoted values inside a flow collection, and
-        # the key "<<" (a merge key to YAML 1.1 readers: refused rather than read two ways).
-        assert "flow collection" in problem.message or "merge key" in problem.message, (problem, text)
+        # the key "<<" (a merge key to YAML 1.1 readers: refused rather than read two ways). Text that the
+        # reference refuses too is no YAML at all: ruamel folds a long plain key at a narrow width into
+        # text its own reader refuses ("mapping values are not allowed here"), e.g. [[{'000000000 0': None}]]
+        # at width 20.
+        assert expected is None or "flow collection" in problem.message or "merge key" in problem.message, (
+            problem, text)
         return
     if expected is not None:
         assert mine == expected, text

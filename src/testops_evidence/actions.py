@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, TextIO
 
+    from testops_evidence.redact import Redactor
+
 # GitHub shows at most 1 MiB of summary per step; above that the upload fails (with an annotation).
 SUMMARY_LIMIT_BYTES = 1024 * 1024
 _TRUNCATION_NOTICE = (
@@ -67,17 +69,26 @@ class Runtime:
         env: Mapping[str, str] | None = None,
         *,
         stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
         summary_file: str | None = None,
+        json_output: bool = False,
     ) -> None:
         self.env = dict(os.environ if env is None else env)
         self._out = stdout if stdout is not None else sys.stdout
+        # A test that captures stdout alone sees the diagnostics in the same stream.
+        self._err = stderr if stderr is not None else (stdout if stdout is not None else sys.stderr)
         self.in_actions = self.env.get("GITHUB_ACTIONS") == "true"
+        # --json: stdout carries one JSON document (cli.py writes it); what a person reads goes to stderr.
+        self.json_output = json_output
         self._output_path = self.env.get("GITHUB_OUTPUT") or None
         self._summary_path = summary_file or self.env.get("GITHUB_STEP_SUMMARY") or None
         self._summary_used = 0
         self._summary_truncated = False
         self._masks: list[str] = []
+        self._redactor: Redactor | None = None
         self.outputs: dict[str, str] = {}
+        # The refusal this process reported, as failure.json holds it (scrubbed), for `--json`.
+        self.refusal: dict[str, Any] | None = None
         # What this process wrote to the step summary (scrubbed): the runner keeps a copy in the state dir,
         # because the runner's own summary files are gone with the runner.
         self.summary_written: list[str] = []
@@ -89,6 +100,7 @@ class Runtime:
             return
         self._masks.append(value)
         self._masks.sort(key=len, reverse=True)
+        self._redactor = None  # built again, with this secret, when text is next scrubbed
         if self.in_actions:
             # The mask command itself must not be scrubbed, or the runner would never learn the value.
             self._out.write(f"::add-mask::{escape_data(value)}\n")
@@ -98,14 +110,20 @@ class Runtime:
         """What may leave the process: masks applied, and text that UTF-8 can encode. A lone surrogate
         (``"\\ud800"`` in a JSON input) would otherwise raise while the output, summary or failure.json
         is written, and the refusal that names the bad value would crash instead of being reported."""
-        for secret in self._masks:
-            text = text.replace(secret, "***")
+        if self._masks:
+            if self._redactor is None:
+                from testops_evidence.redact import Redactor
+
+                self._redactor = Redactor(self._masks)
+            # Whole secrets and any piece of one a cut elsewhere left behind (redact.FRAGMENT characters).
+            text = self._redactor(text)
         return encodable(text)
 
     # --- logging -----------------------------------------------------------------------------------
     def log(self, message: str) -> None:
-        self._out.write(self.scrub(message) + "\n")
-        self._out.flush()
+        stream = self._err if self.json_output else self._out
+        stream.write(self.scrub(message) + "\n")
+        stream.flush()
 
     def annotate(self, level: str, message: str, *, title: str | None = None) -> None:
         if level not in ("notice", "warning", "error"):
@@ -114,10 +132,11 @@ class Runtime:
         if self.in_actions:
             props = f" title={escape_property(self.scrub(title))}" if title else ""
             self._out.write(f"::{level}{props}::{escape_data(message)}\n")
-        else:
-            head = f"{level.upper()}" + (f" [{self.scrub(title)}]" if title else "")
-            self._out.write(f"{head}: {message}\n")
-        self._out.flush()
+            self._out.flush()
+        else:  # a diagnostic: stderr, as a terminal user (and a shell pipe) expects
+            head = f"{level}" + (f" [{self.scrub(title)}]" if title else "")
+            self._err.write(f"{head}: {message}\n")
+            self._err.flush()
 
     def debug(self, message: str) -> None:
         if self.in_actions:
@@ -133,8 +152,11 @@ class Runtime:
         text = self.scrub(format_output_value(value))
         self.outputs[name] = text
         if self._output_path is None:
-            self._out.write(f"output {name}={text}\n" if "\n" not in text else f"output {name}:\n{text}\n")
-            self._out.flush()
+            # Outside Actions an output is for `--json` (cli.py prints them all at the end), not a line of the
+            # terminal's text; a runner without GITHUB_OUTPUT still gets them in its log.
+            if self.in_actions:
+                self._out.write(f"output {name}={text}\n" if "\n" not in text else f"output {name}:\n{text}\n")
+                self._out.flush()
             return
         if "\n" in text or "\r" in text:
             # A random delimiter that cannot occur on its own line in the value (toolkit behaviour).
@@ -150,16 +172,30 @@ class Runtime:
         with open(self._output_path, "a", encoding="utf-8") as handle:
             handle.write(record)
 
+    @property
+    def prints_summary(self) -> bool:
+        """Whether the summary goes to the terminal as plain text (outside Actions, no summary file)."""
+        return self._summary_path is None and not self.in_actions
+
     # --- step summary -------------------------------------------------------------------------------
-    def summary(self, markdown: str) -> None:
-        """Append Markdown to the step summary, never exceeding 1 MiB; never raises on I/O errors."""
+    def summary(self, markdown: str, *, refusal: bool = False) -> None:
+        """Append Markdown to the step summary, never exceeding 1 MiB; never raises on I/O errors. Without a
+        summary file, outside Actions, it is printed as plain text (terminal.py): to stdout, or to stderr for
+        a ``refusal`` and under ``--json``."""
         markdown = self.scrub(markdown)
         if not markdown.endswith("\n"):
             markdown += "\n"
         self.summary_written.append(markdown)
         if self._summary_path is None:
-            self._out.write(markdown)
-            self._out.flush()
+            if self.in_actions:
+                self._out.write(markdown)
+                self._out.flush()
+                return
+            from testops_evidence.terminal import plain
+
+            stream = self._err if refusal or self.json_output else self._out
+            stream.write(plain(markdown))
+            stream.flush()
             return
         if self._summary_truncated:
             return

@@ -53,14 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="mode", metavar="MODE")
     for command in COMMANDS:
         cmd = sub.add_parser(command, help=_DESCRIPTIONS[command], description=_DESCRIPTIONS[command])
-        cmd.add_argument("--summary-file", help="write the step summary Markdown to this file (default: $GITHUB_STEP_SUMMARY, else stdout)")
+        cmd.set_defaults(command_parser=cmd)
+        cmd.add_argument("--summary-file", help="write the step summary Markdown to this file (default: "
+                         "$GITHUB_STEP_SUMMARY, else printed as plain text)")
+        cmd.add_argument("--json", action="store_true", help="print one JSON document on stdout: the outputs, the "
+                         "exit code and the refusal, if any (the text goes to stderr)")
         # Only this command's own inputs (interface.py says which): `cell --help` must not list the
         # two dozen inputs of the action modes. Secrets are never options (any process can read argv).
         for spec in inputs_for(command):
             if spec.secret:
                 continue
+            shown = f" (default: {spec.default})" if spec.default else ""
             cmd.add_argument(f"--{spec.name}", dest=spec.name.replace("-", "_"), metavar="VALUE",
-                             help=spec.description.replace("%", "%%"))
+                             help=(spec.description + shown).replace("%", "%%"))
         for option in options_for(command):
             cmd.add_argument(f"--{option.name}", dest=option.name.replace("-", "_"),
                              choices=option.choices or None, default=option.default,
@@ -74,22 +79,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(VERSION + "\n")
         sys.stdout.flush()
         raise SystemExit(0)  # as argparse's version action does
+    # --json (any command): stdout carries one JSON document — the outputs, the exit code and the refusal —
+    # and what a person reads goes to stderr.
+    json_output = "--json" in words[1:]
+    words = [word for index, word in enumerate(words) if index == 0 or word != "--json"]
+    argv = words
     simple = parse_simple(words)
     if simple is not None:
         mode, values, summary_file = simple
     else:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and args.mode:
+            # The command's own usage, not the top-level one: the user was one option away.
+            args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         if not args.mode:
             parser.print_help()
             return 2
         mode, summary_file = args.mode, args.summary_file
-        values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file")}
+        values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file", "json", "command_parser")}
     from testops_evidence.actions import Runtime
     from testops_evidence.runner import run_phase
 
-    runtime = Runtime(os.environ, summary_file=summary_file)
-    return run_phase(mode, values, os.environ, runtime)
+    runtime = Runtime(os.environ, summary_file=summary_file, json_output=json_output)
+    exit_code = run_phase(mode, values, os.environ, runtime)
+    if json_output:
+        import json
+
+        document = {"mode": mode, "exit-code": exit_code, "outputs": runtime.outputs, "refusal": runtime.refusal}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
+        sys.stdout.flush()
+    return exit_code
 
 
 def parse_simple(words: Sequence[str]) -> tuple[str, dict[str, str | None], str | None] | None:

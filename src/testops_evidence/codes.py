@@ -136,6 +136,19 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "the same run attempt; find out what changed the file in between.",
               cause="The selection file was edited, replaced by another attempt's artifact, or the digest came "
                     "from another run."),
+        _spec("selection.extra_file", _I, "the selection's directory holds an entry beyond the selection's own files",
+              "Download the selection artifact by the select job's `selection-artifact-id` output into a fresh "
+              "directory of its own (the campaign template does), and find out who uploaded the artifact again: "
+              "nothing of it was used.",
+              cause="A worker re-uploaded the selection artifact (upload-artifact `overwrite: true`) with the same "
+                    "selection plus files meant to land in a later job (a harness, a cell), or the directory was "
+                    "shared with another download or step."),
+        _spec("artifact.extra_file", _I, "a downloaded artifact holds more than the files its job binds",
+              "Download the artifact by the id its upload step reported, into a fresh directory of its own (the "
+              "campaign template does), and find out who uploaded it again: nothing of it was used.",
+              cause="A worker re-uploaded the artifact (upload-artifact `overwrite: true`) with files added, or the "
+                    "directory was shared with another download or step. Raised by the campaign template's "
+                    "attest job (the statement and its predicate alone) and export job (the ledger alone)."),
         _spec("selection.context", _I, "the selection was made for another run, repository or contract",
               "Re-run all jobs (never only the failed ones) so that every job uses this attempt's selection; keep "
               "the contract unchanged during a run.",
@@ -210,12 +223,33 @@ REGISTRY: dict[str, CodeSpec] = dict(
               cause="Two campaigns with the same `artifact-prefix` in one caller workflow, or a caller job that "
                     "copies the template's job names."),
         _spec("workers.artifact_origin", _I, "a worker's cell artifact was not uploaded by that worker's own "
-              "upload step (uploaded before it, replaced after it, or deleted)",
+              "upload step (uploaded under its name before it, or deleted after it)",
               "Treat the run as attacked: some job reached the Actions runtime token and uploaded under another "
               "worker's name. Inspect the jobs of the run (the refusal names the artifact and job), sandbox the "
               "agent (docs/security.md), and run the campaign again.",
               cause="A process of the agent under test that outlived its step and used the runtime token of a "
                     "later step to upload, replace or delete another worker's artifact."),
+        _spec("workers.upload_unreported", _I, "a worker's job record does not say which artifact its upload "
+              "step made (no step named with the upload's artifact id and digest, or more than one)",
+              "Run the campaign template of this version unmodified: after the step `testops-evidence: upload cell "
+              "results` (id `upload`) it has a step named `testops-evidence: uploaded artifact ${{ "
+              "steps.upload.outputs.artifact-id }} sha256:${{ steps.upload.outputs.artifact-digest }}`, which "
+              "GitHub fills in when the step starts. Then run the campaign again.",
+              cause="A caller workflow built from an older template, a worker job cancelled between its upload and "
+                    "the next step, or a masked value (`::add-mask::`) in that step's name."),
+        _spec("workers.artifact_replaced", _I, "the artifact under a worker's name is not the one its upload step "
+              "made (another id): it was overwritten, or deleted and uploaded again",
+              "Treat the run as attacked: some job reached the Actions runtime token and replaced another worker's "
+              "artifact (upload-artifact `overwrite: true` makes a new artifact with a new id). Inspect the run's "
+              "jobs, sandbox the agent (docs/security.md), and run the campaign again.",
+              cause="A process of the agent under test that outlived its step and used the runtime token of a "
+                    "later step to replace another worker's artifact."),
+        _spec("workers.artifact_digest", _I, "the Actions API's digest of a worker's artifact is not the SHA-256 "
+              "its upload step reported",
+              "Treat the artifact as not the worker's: run the campaign again, and report the run to GitHub if it "
+              "happens again with the template unmodified.",
+              cause="An artifact whose content the Actions service records differently from what the worker's "
+                    "upload-artifact streamed, or a proxy in front of the Actions API that changes its answers."),
         _spec("budget.exhausted", _U, "a trial was not run because its worker job had spent the "
               "share of the campaign budget the plan gave it; export records it as broken",
               "Raise the contract's budget.campaign cap, or re-run the cases that did not pass with rerun-from "
@@ -264,6 +298,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Keep only cell results, and reports in directories named by case keys, in cell-results.",
               cause="A stray file at the top of cell-results, or reports in a directory not named by a case key.",
               scope=SCOPE_EXPORT),
+        _spec("export.case_budget", _I, "a case directory holds more files, or more bytes, than export reads for "
+              "one case",
+              "A worker wrote far more than one case's evidence into one directory: inspect the worker's job (the "
+              "agent under test may be flooding its artifact), keep transcripts and other material out of the "
+              "report directories, and run the campaign again; docs/evidence.md lists the budgets.",
+              cause="An agent or case command that filled its case directory with copies or padding, or a harness "
+                    "that writes a report per step instead of per run.", scope=SCOPE_EXPORT),
         _spec("export.duplicate_cell", _I, "two cell results for the same case, or two sharing an attempt id",
               "Write one cell result per case and attempt; remove the stray file the refusal names from the "
               "cell-results directory.",
@@ -545,5 +586,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
         _spec("github.response_invalid", _R, "a GitHub response lacks a field the action needs",
               "Check that GITHUB_API_URL points at the GitHub REST API; report it if it does.",
               cause="A proxy answering instead of GitHub, or a GHES version without the field."),
+        _spec("github.pagination_foreign", _R, "a GitHub list links its next page to another host, scheme or port",
+              "Check that GITHUB_API_URL is the API the runner should use (GHES: https://HOST/api/v3) and that no "
+              "proxy rewrites the Link header; the page was not followed, so re-run once the answer is fixed.",
+              cause="A proxy or hostile server answering for GitHub with a Link header that points elsewhere."),
     ]
 )

@@ -16,7 +16,7 @@ from typing import Any
 from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
 from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
-from testops_evidence.schemacheck import ecma_pattern
+from testops_evidence.schemacheck import ecma_pattern, unique_items
 
 CONTRACT_LIMIT = 4 * 1024 * 1024
 
@@ -53,13 +53,31 @@ def _strict_validator_class() -> Any:
         # A JSON integer: 12.0 is a number (jsonschema counts it as an integer; it became "12.0" in URLs).
         return isinstance(instance, int) and not isinstance(instance, bool)
 
-    return validators.extend(Draft202012Validator, {"pattern": pattern},
+    def unique(validator: Any, value: Any, instance: Any, _schema: Any) -> Any:
+        # Linear, by hashing canonical forms: jsonschema's own compares every pair of items that do not sort
+        # (mixed types, objects), so explaining a hostile contract's 16,000-item array took minutes.
+        if value is True and validator.is_type(instance, "array") and not unique_items(instance):
+            yield ValidationError(f"{_preview(instance)} has non-unique elements")
+
+    def max_items(validator: Any, value: int, instance: Any, _schema: Any) -> Any:
+        # jsonschema's message quotes the whole array: 100 KB for an oversized list of actors.
+        if validator.is_type(instance, "array") and len(instance) > value:
+            yield ValidationError(f"{_preview(instance)} is too long: {len(instance)} items, at most {value}")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern, "uniqueItems": unique,
+                                                    "maxItems": max_items},
                              type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", integer))
 
 
+def _preview(instance: list[Any]) -> str:
+    text = repr(instance[:8])
+    return text if len(instance) <= 8 else text[:-1] + f", ... ({len(instance)} items)]"
+
+
 def strict_validator(schema: Any) -> Any:
-    """jsonschema's Draft 2020-12 validator with the two rules of :mod:`schemacheck`: integers are JSON
-    integers, and a pattern's ``$`` ends the text."""
+    """jsonschema's Draft 2020-12 validator with the rules of :mod:`schemacheck`: integers are JSON
+    integers, a pattern's ``$`` ends the text, and ``uniqueItems`` is checked in linear time (with the
+    exact JSON Schema equality, which jsonschema's neighbour comparison misses on ``[[1], [true], [1]]``)."""
     return _strict_validator_class()(schema)
 
 
@@ -102,8 +120,11 @@ def _offending_path(error: Any) -> list[Any]:
     path = list(error.absolute_path)
     instance = error.instance
     if error.validator == "required" and isinstance(instance, dict):
+        # jsonschema makes one error per missing property, each naming it in its message only: each row
+        # points at its own property, not every row at the first one missing.
         missing = [name for name in error.validator_value if name not in instance]
-        return path + missing[:1]
+        named = [name for name in missing if error.message == f"{name!r} is a required property"]
+        return path + (named or missing)[:1]
     if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
         known = error.schema.get("properties", {})
         patterns = error.schema.get("patternProperties", {})
@@ -242,6 +263,13 @@ class Case:
     credentials: tuple[str, ...] = ()
     trials: Trials = ONE_TRIAL
     remote: bool = False  # measured by another workflow: its cells come from the ledger, it has no worker job
+    cluster: str | None = None  # cases sharing a fixture: one group for the campaign's standard errors
+    deterministic: bool = False  # a verdict change from the baseline is a regression even with one trial
+
+    @property
+    def cluster_name(self) -> str:
+        """The group the campaign's standard errors cluster this case in: its cluster, else itself."""
+        return f"cluster:{self.cluster}" if self.cluster is not None else f"case:{self.key}"
 
     def row(self) -> dict[str, Any]:
         """The canonical case row bound into selections and evidence (``trials`` only when repeated: one
@@ -276,6 +304,16 @@ class RemotePolicy:
 
 
 @dataclass(frozen=True)
+class StatisticsPolicy:
+    """How the comparison with the baseline judges change (evidence/stats.py): the per-case flags' error rate
+    ``q`` and correction, and the campaign-level change the contract wants to be able to detect."""
+
+    q: float = 0.05
+    correction: str = "benjamini-hochberg"  # benjamini-hochberg | holm
+    detect: float | None = None
+
+
+@dataclass(frozen=True)
 class Budget:
     """Caps on usage counters: for the campaign (shared out between the worker jobs) and for each trial."""
 
@@ -304,6 +342,7 @@ class Contract:
     # it in the selection, so a worker binds its contract file by hashing it instead of parsing it.
     file_sha256: str | None = None
     budget: Budget | None = None
+    statistics: StatisticsPolicy = field(default_factory=StatisticsPolicy)
 
     def case(self, key: str) -> Case:
         try:
@@ -473,6 +512,8 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             job_urls=tuple(t.get("job-urls", ())),
         )
     default_trials = trials_from(document.get("trials"))
+    stats_doc = document.get("statistics", {})
+    deterministic = bool(stats_doc.get("deterministic", False))
     cases = tuple(
         Case(
             key=c["key"],
@@ -485,6 +526,8 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
             credentials=tuple(c.get("credentials", ())),
             trials=trials_from(c["trials"]) if "trials" in c else default_trials,
             remote=c.get("measured-by", "worker") == "remote",
+            cluster=c.get("cluster"),
+            deterministic=bool(c.get("deterministic", deterministic)),
         )
         for c in document["cases"]
     )
@@ -517,6 +560,9 @@ def contract_from_document(document: Any, source: str = "<contract>", *, file_sh
         file_sha256=file_sha256,
         budget=None if "budget" not in document else Budget(dict(document["budget"].get("campaign", {})),
                                                              dict(document["budget"].get("trial", {}))),
+        statistics=StatisticsPolicy(q=float(stats_doc.get("q", 0.05)),
+                                    correction=stats_doc.get("correction", "benjamini-hochberg"),
+                                    detect=float(stats_doc["detect"]) if "detect" in stats_doc else None),
     )
 
 

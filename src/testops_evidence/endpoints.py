@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from testops_evidence.errors import Refusal
+from testops_evidence.redact import scrub
 
 EXPECTED = "an http(s) base URL: https://host[:port][/path], without user, password, query or token"
 
@@ -55,9 +56,7 @@ def _redacted(text: str, secrets: Iterable[str | None]) -> str:
     for mark in ("?", "#"):
         if mark in text:
             text = text[: text.index(mark)] + mark + "***"
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
+    text = scrub(text, [secret for secret in secrets if secret and len(secret) >= 4])  # before the cut below
     scheme_end = text.find("://")
     if scheme_end >= 0:
         rest = text[scheme_end + 3:]

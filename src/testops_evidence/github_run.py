@@ -5,7 +5,8 @@ functions that need them, so importing this module costs nothing. ``GITHUB_API_U
 so GitHub Enterprise Server (``https://HOST/api/v3``) works the same as github.com.
 
 Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, an unreachable server or
-a timeout is ``github.transport``, and a response without a field we bind is ``github.response_invalid``.
+a timeout is ``github.transport``, a response without a field we bind is ``github.response_invalid``, and a
+next-page link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
 The token is never part of a message: messages name the request, never its headers.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from testops_evidence.context import (
     SHA_RE,
@@ -28,6 +29,8 @@ from testops_evidence.context import (
     first_failure,
 )
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.integers import ascii_int, header_int
+from testops_evidence.redact import clip
 from testops_evidence.safeio import has_lone_surrogate
 
 if TYPE_CHECKING:
@@ -72,10 +75,11 @@ def request_policy(env: Mapping[str, str], sleep: Callable[[float], None] = time
         raw = (env.get(variable) or "").strip()
         if not raw:
             continue
-        if not raw.isdigit() or int(raw) < minimum or int(raw) > 3600:
+        value = ascii_int(raw, minimum=minimum, maximum=3600)
+        if value is None:
             raise input_error(variable.lower().replace("_", "-"), f"{variable} must be a whole number from "
-                              f"{minimum} to 3600", expected=f"{minimum}..3600", actual=raw)
-        values[option] = int(raw)
+                              f"{minimum} to 3600 in ASCII digits", expected=f"{minimum}..3600", actual=raw)
+        values[option] = value
     return RequestPolicy(**values)
 
 
@@ -212,8 +216,10 @@ _HINTS = {
 
 
 @contextmanager
-def _mapped(what: str) -> Iterator[None]:
-    """Turn PyGithub / requests failures while doing ``what`` into coded refusals."""
+def _mapped(what: str, token: str) -> Iterator[None]:
+    """Turn PyGithub / requests failures while doing ``what`` into coded refusals. GitHub's message is
+    scrubbed of ``token`` before it is cut (``redact.clip``): a server that echoes the token across the cut
+    leaves no piece of it behind."""
     import requests
     from github import BadAttributeException, GithubException
 
@@ -224,7 +230,7 @@ def _mapped(what: str) -> Iterator[None]:
         if not isinstance(status, int) or not 100 <= status <= 599:
             raise Refusal("github.response_invalid", f"GitHub gave no usable status for {what}") from None
         message = exc.data.get("message") if isinstance(exc.data, dict) else None
-        detail = f": {str(message)[:200]}" if message else ""
+        detail = f": {clip(str(message), 200, (token,))}" if message else ""
         raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}{detail}",
                       hint=_HINTS.get(status), http_status=status) from None
     except BadAttributeException:
@@ -290,18 +296,18 @@ def fetch_run(api_url: str, token: str, repository: str, run_id: int, *,
     """``GET /repos/{repository}/actions/runs/{run_id}`` as a :class:`RunObject` (one request; two when
     the run's repository object does not say whether it is private)."""
     gh = github_client(api_url, token, policy=policy)
-    raw = _get_object(gh, f"/repos/{repository}/actions/runs/{run_id}", "run")
+    raw = _get_object(gh, token, f"/repos/{repository}/actions/runs/{run_id}", "run")
     repo = raw.get("repository")
     private = None
     if isinstance(repo, dict) and not isinstance(repo.get("private"), bool):
         # Visibility is a trust binding; ask the repository itself rather than guess.
-        private = _get_object(gh, f"/repos/{repository}", "repository").get("private")
+        private = _get_object(gh, token, f"/repos/{repository}", "repository").get("private")
     return run_from_json(raw, private=private)
 
 
-def _get_object(gh: Github, url: str, what: str) -> dict[str, Any]:
+def _get_object(gh: Github, token: str, url: str, what: str) -> dict[str, Any]:
     """One GET through PyGithub's requester (auth, base URL, retries); the answer must be a JSON object."""
-    with _mapped(f"GET {url}"):
+    with _mapped(f"GET {url}", token):
         _headers, data = gh.requester.requestJsonAndCheck("GET", url)
     _encodable(data, f"GET {url}")
     if not isinstance(data, dict) or set(data) == {"data"}:  # PyGithub wraps a non-JSON body as {"data": ...}
@@ -379,7 +385,7 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
     # PyGithub's requester (auth, base URL, retries) with our own paging: PaginatedList would build
     # lazy objects whose raw data costs one more request each.
     while url is not None:
-        with _mapped(f"GET {urlsplit(url).path}"):
+        with _mapped(f"GET {urlsplit(url).path}", token):
             headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
         _encodable(data, f"GET {urlsplit(url).path}")
         items = data.get("artifacts") if isinstance(data, dict) else None
@@ -395,7 +401,7 @@ def list_artifacts(api_url: str, token: str, repository: str, run_id: int, *, na
             artifact = artifact_from_json(item)
             if name is None or fnmatch.fnmatchcase(artifact.name, name):
                 found.append(artifact)
-        url = next_link(headers.get("link")) if items else None
+        url = _next_page(api_url, headers, f"the artifact list of run {run_id}") if items else None
         params = None  # the next link carries the query
     return found
 
@@ -408,7 +414,7 @@ def earlier_runs(api_url: str, token: str, repository: str, workflow: str, *, br
     url = f"/repos/{repository}/actions/workflows/{workflow}/runs"
     params = {"branch": branch, "status": "completed", "per_page": min(100, count + 1),
               "exclude_pull_requests": "true"}
-    with _mapped(f"GET {url}"):
+    with _mapped(f"GET {url}", token):
         _headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
     _encodable(data, f"GET {url}")
     runs = data.get("workflow_runs") if isinstance(data, dict) else None
@@ -495,7 +501,7 @@ def list_attempt_jobs(api_url: str, token: str, repository: str, run_id: int, at
     params: dict[str, Any] | None = {"per_page": 100}
     found: list[JobInfo] = []
     while url is not None:
-        with _mapped(f"GET {urlsplit(url).path}"):
+        with _mapped(f"GET {urlsplit(url).path}", token):
             headers, data = gh.requester.requestJsonAndCheck("GET", url, parameters=params)
         _encodable(data, f"GET {urlsplit(url).path}")
         items = data.get("jobs") if isinstance(data, dict) else None
@@ -508,7 +514,7 @@ def list_attempt_jobs(api_url: str, token: str, repository: str, run_id: int, at
             if len(found) > MAX_JOBS:
                 raise Refusal("github.response_invalid", f"run {run_id} attempt {attempt} lists more than "
                               f"{MAX_JOBS} jobs", field="jobs", expected=f"<= {MAX_JOBS}", actual=f"> {MAX_JOBS}")
-        url = next_link(headers.get("link")) if items else None
+        url = _next_page(api_url, headers, f"the job list of run {run_id} attempt {attempt}") if items else None
         params = None
     return found
 
@@ -522,6 +528,32 @@ def next_link(header: Any) -> str | None:
         if match and re.search(r'\brel="?next"?', match.group(2)):
             return match.group(1)
     return None
+
+
+def _next_page(api_url: str, headers: Mapping[str, Any], what: str) -> str | None:
+    """The next page of ``what`` from the answer's Link header, refused (``github.pagination_foreign``)
+    unless it is on ``GITHUB_API_URL`` itself: the same scheme, host and port, below the API path. PyGithub
+    would send the token to another host of its domain, or fail an ``assert`` (an AssertionError, which was
+    an ``internal.error``) for any other; either way the next request is not made."""
+    link = next_link(headers.get("link"))
+    if link is None:
+        return None
+    target, api = urlsplit(urljoin(api_url.rstrip("/") + "/", link)), urlsplit(api_url.rstrip("/"))
+    try:
+        same = ((target.scheme.lower(), (target.hostname or "").lower(), _port(target))
+                == (api.scheme.lower(), (api.hostname or "").lower(), _port(api))
+                and target.path.startswith(api.path + "/") and not target.username and not target.password)
+    except ValueError:  # a port that is not a number
+        same = False
+    if not same:
+        raise Refusal("github.pagination_foreign", f"GitHub's answer for {what} links its next page to another "
+                      "host, scheme or port than GITHUB_API_URL; it is not followed (the token would go with it)",
+                      field="Link", expected=f"a URL below {api_url.rstrip('/')}", actual=clip(link, 120))
+    return target.geturl()
+
+
+def _port(parts: SplitResult) -> int | None:
+    return parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
 def artifact_from_json(raw: Mapping[str, Any]) -> ArtifactInfo:
@@ -597,7 +629,7 @@ def download_artifact(api_url: str, token: str, artifact: ArtifactInfo, *, max_b
                    allowed_methods=frozenset({"GET"}), raise_on_status=False, redirect=False)
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
     what = f"GET {urlsplit(url).path}"
-    with requests.Session() as session, _mapped(what):
+    with requests.Session() as session, _mapped(what, token):
         session.mount("http://", HTTPAdapter(max_retries=retry))
         session.mount("https://", HTTPAdapter(max_retries=retry))
         response = session.get(url, headers={**headers, "Authorization": f"Bearer {token}"},
@@ -638,8 +670,12 @@ def _read_capped(response: Response, artifact: ArtifactInfo, max_bytes: int, wha
             raise Refusal(f"github.http_{status}", f"GitHub answered {status} to {what}", hint=_HINTS.get(status),
                           http_status=status)
         declared = response.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            raise _too_large(artifact, int(declared), max_bytes, "declared")
+        size = None if declared is None else header_int(declared)
+        if declared is not None and size is None:
+            raise Refusal("github.response_invalid", f"the answer to {what} has a Content-Length that is not a "
+                          "number", field="Content-Length", expected="ASCII digits", actual=clip(declared, 40))
+        if size is not None and size > max_bytes:
+            raise _too_large(artifact, size, max_bytes, "declared")
         chunks: list[bytes] = []
         total = 0
         for chunk in response.iter_content(CHUNK):

@@ -128,6 +128,12 @@ INPUTS: tuple[InputSpec, ...] = (
               "contract it reads (optional).",
               "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "upload",
                                                   "verify", "cell", "pages"), kind="path"),
+    InputSpec("selection-dir", "verify-selection / collect-cells / export / upload / verify / pages: the fresh "
+              "directory the selection artifact was downloaded into (by its id). The selection is read from it "
+              "(a bare file name in `selection-path`, its default included, is taken inside it), and the phase "
+              "refuses the directory when it holds anything but the selection's own files "
+              "(`selection.extra_file`). Empty: no directory check.", "",
+              ("verify-selection", "collect-cells", "export", "upload", "verify", "pages"), kind="path"),
     InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
               "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
               "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`); pages (optional): "
@@ -217,16 +223,16 @@ class OptionSpec(_Spec):
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
     OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
-    OptionSpec("case", "the contract case key the reports measured", ("cell",)),
+    OptionSpec("case", "required: the contract case key the reports measured", ("cell",)),
     OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
     OptionSpec("allure-results", "an allure-results directory", ("cell",)),
     OptionSpec("inspect-log", "an Inspect AI log (.eval or .json), or a directory of them", ("cell",)),
     OptionSpec("promptfoo", "a promptfoo results file (promptfoo eval -o results.json), or a directory of them",
                ("cell",)),
-    OptionSpec("out", "the cell result file to write (once; never overwritten)", ("cell",)),
+    OptionSpec("out", "required: the cell result file to write (once; never overwritten)", ("cell",)),
     OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
-    OptionSpec("attestation", "the publication attestation to check (verify's publication.intoto.json)",
+    OptionSpec("attestation", "required: the publication attestation to check (verify's publication.intoto.json)",
                ("verify-attestation",)),
     OptionSpec("published", "the directory that holds the attested files: `<results>/` and `<results>-receipt.json` "
                "(default: the attestation's directory's `published/`, as verify leaves it for the files backend)",
@@ -302,8 +308,17 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "`compared`, `not-comparable` (another contract or profile), `no-baseline`, or empty.",
                ("export", "verify")),
     OutputSpec("regressions", "export / verify: the regressions against the baseline, a JSON array of "
-               "{key, kind (newly-failing or pass-rate-drop), baseline, current}; `[]` when none or not compared.",
+               "{key, kind (newly-failing: a deterministic case; pass-rate-drop: beyond noise after the "
+               "multiple-comparison correction), baseline, current}; `[]` when none or not compared.",
                ("export", "verify")),
+    OutputSpec("comparison-difference", "export / verify: the campaign pass rate's change against the baseline, "
+               "paired by case over the cases both measured, as JSON: {mean, standard-error, interval-95, p-value, "
+               "cases, clusters, only-baseline, only-current, verdict (better, worse or no detectable change)}; "
+               "empty when not compared.", ("export", "verify")),
+    OutputSpec("pass-rate", "export / verify: the campaign pass rate, the mean over cases of each case's pass rate "
+               "over its measured trials (0 to 1); empty when no case measured anything.", ("export", "verify")),
+    OutputSpec("pass-rate-ci", "export / verify: its 95% interval, clustered by case (or by the contract's "
+               "clusters), as a JSON array [low, high]; empty when there is none.", ("export", "verify")),
     OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
     OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
     OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),

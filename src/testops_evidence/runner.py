@@ -232,10 +232,18 @@ def run_phase(
     state: StateDir | None = StateDir(state_value if state_value and "\x00" not in state_value
                                       else default_state_location(env),
                                       workspace=env.get("GITHUB_WORKSPACE") or os.getcwd())
+    # `check` only reads: it keeps no summary copy and no failure.json unless a state dir is asked for (a
+    # maintainer's next step after `check` is to commit, and a stray .testops-evidence/ got committed too).
+    kept = state if mode != "check" or state_value else None
     try:
         settings = Settings.resolve(mode, cli_values, env)
         if "\x00" in (settings.string("state-dir") or ""):
             settings.path("state-dir")  # refuses the NUL byte with input.state-dir (pathlib only then)
+        if settings.is_set("selection-dir") and INPUTS_BY_NAME["selection-dir"].applies_to(mode):
+            # The selection artifact's own directory, checked before the phase reads a byte of it (artifactdir.py).
+            from testops_evidence.artifactdir import bind_selection_dir
+
+            settings = bind_selection_dir(settings)
         if mode not in PHASE_MODULES:
             raise Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
                           expected=" | ".join(PHASE_MODULES), actual=mode)
@@ -264,19 +272,19 @@ def run_phase(
             raise Refusal("mode.not_built", f"mode {mode} is not available in this version") from None
         result: PhaseResult = module.run(ctx)
     except Refusal as refusal:
-        return report_refusal(mode, refusal, runtime, state)
+        return report_refusal(mode, refusal, runtime, kept)
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
         import traceback
 
         runtime.debug(traceback.format_exc())
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
-        return report_refusal(mode, internal, runtime, state)
+        return report_refusal(mode, internal, runtime, kept)
 
     for name, value in result.outputs.items():
         runtime.set_output(name, value)
     runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
                     + result.summary)
-    keep_summary(state, mode, runtime)
+    keep_summary(kept, mode, runtime)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):
         runtime.annotate("notice", "some cases did not pass; fail-on-failed-cases is false, so the step succeeds")
@@ -298,8 +306,10 @@ def _fail_on_failed(settings: Settings) -> bool:
 def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> int:
     """Outputs ``error-code``, an ``::error`` annotation, a summary section and ``failure.json``."""
     runtime.set_output("error-code", refusal.code)
-    runtime.annotate("error", str(refusal), title=refusal.code)
+    if not runtime.prints_summary:  # a terminal gets the refusal once, as the section below (on stderr)
+        runtime.annotate("error", str(refusal), title=refusal.code)
     where = ""
+    runtime.refusal = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
     if state is not None:
         document = {"mode": mode, **refusal.to_json()}
         try:
@@ -307,7 +317,8 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
             where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n"
         except (Refusal, OSError) as exc:
             runtime.annotate("warning", f"failure.json could not be written: {exc}")
-    runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where)
+    runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where,
+                    refusal=True)
     keep_summary(state, mode, runtime)
     return refusal.exit_code
 

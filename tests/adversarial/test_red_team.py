@@ -11,8 +11,9 @@ there directly stands for a process of the agent that reached the Actions runtim
 artifacts from that store, as the Actions API would.
 
 Attacks that need a process outliving its job (act runs every job as a process tree on this host and
-ends it with the job) are covered below the template, in tests/test_collect_cells.py (an artifact replaced
-after its worker's upload) and tests/test_upload.py (a receipt or result forged between jobs).
+ends it with the job) are covered below the template, in tests/adversarial/test_worker_identity.py (an
+artifact replaced after its worker's upload, in its last second or later) and tests/test_upload.py (a
+receipt or result forged between jobs).
 """
 
 from __future__ import annotations

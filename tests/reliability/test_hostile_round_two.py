@@ -408,7 +408,7 @@ def test_6_the_default_state_dir_is_not_written_through_a_linked_parent(tmp_path
     (workspace / ".testops-evidence").symlink_to(elsewhere)  # committed in a fork's checkout
     done = subprocess.run([sys.executable, "-I", str(BIN), "export", "--contract", "contract.json"], cwd=workspace,
                           env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
-    assert done.returncode == 3 and "io.state_dir" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 3 and "io.state_dir" in done.stderr, done.stdout + done.stderr  # refusals: stderr
     assert list(elsewhere.iterdir()) == []  # no state dir, no failure.json through the link
 
 
@@ -452,7 +452,7 @@ def test_7_a_read_only_state_dir_refuses_before_export_writes_anything(tmp_path:
 
 # --- 8 and 13. credentials and malformed URLs in the TestOps endpoint ---------------------------------------
 
-SECRET = "tok-SENTINEL-0123456789abcdef"
+SECRET = "tok-SENTINEL-9e4c1a7f3b5d2086"
 
 
 @pytest.mark.parametrize("endpoint,says", [

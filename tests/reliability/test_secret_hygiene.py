@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from evidence_support import actions_env, cell, make_selection, small_contract, write_cells, write_contract
-from helpers import PhaseRun, run_mode, secret_leaks
+from helpers import PhaseRun, holds_secret, run_mode, secret_leaks
 from reliability.faults import SENTINEL, Servers, phase_world
 from servers.github_server import DEFAULT_TOKEN as GITHUB_SERVER_TOKEN
 
-GH_SENTINEL = "ghs_SENTINEL0hygiene0000000000000000000"  # a GitHub token no server here accepts
+GH_SENTINEL = "ghs_SENTINEL0hygiene7f3a9c1e5b2d8046a1e9"  # a GitHub token no server here accepts (no run
+# of 8 characters of it, such as 8 zeros, may occur in honest output: the scan looks for any piece)
 
 TESTOPS_VARIABLES = ("INPUT_TESTOPS-TOKEN", "INPUT_TESTOPS_TOKEN", "ALLURE_TOKEN", "TESTOPS_TOKEN")
 GITHUB_VARIABLES = ("INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
@@ -40,11 +41,11 @@ def scan(run: PhaseRun, tmp: Path, secrets: set[str], servers: Servers | None = 
         found += [f"{secret[:12]}…: {where}" for where in secret_leaks(run, secret, tmp)]
     if servers is not None and servers.testops is not None:
         logged = repr(servers.testops.log)
-        found += [f"TestOps server log holds {s[:12]}…" for s in secrets if s in logged]
+        found += [f"TestOps server log holds {s[:12]}…" for s in secrets if holds_secret(logged, s)]
     if servers is not None and servers.github is not None:
         for record in servers.github.log:
             text = record.path + json.dumps(dict(record.headers))
-            found += [f"GitHub request {record.path} holds {s[:12]}…" for s in secrets if s in text]
+            found += [f"GitHub request {record.path} holds {s[:12]}…" for s in secrets if holds_secret(text, s)]
     return found
 
 

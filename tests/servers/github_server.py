@@ -39,6 +39,7 @@ import copy
 import hashlib
 import io
 import json
+import re
 import secrets
 import threading
 import time
@@ -124,6 +125,9 @@ class GitHubServer:
         self._stores: dict[int, tuple[Path, Callable[[str], str | None], str]] = {}
         self._next_id = 10_000
         self.log: list[RequestRecord] = []
+        # A hostile server: every artifact or job list page links its next page here (another host, scheme
+        # or port), whether or not there is one.
+        self.next_page_link: str | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         # The port, kept after stop(): a handler thread still answering a request the client gave up on (a
@@ -296,8 +300,11 @@ class GitHubServer:
         """Attach an artifact with arbitrary zip bytes to a run; returns its stored document.
 
         ``digest`` defaults to ``sha256:<hex of data>`` (pass ``""`` for an artifact without one, as
-        older artifacts have). ``size_in_bytes`` overrides the advertised size; ``chunked`` serves the
-        blob without a Content-Length, so only a streaming byte cap can stop an oversized body.
+        older artifacts have): the REST API's ``digest`` is the hash upload-artifact sent at FinalizeArtifact,
+        ``sha256:`` + the hex SHA-256 of the zip it streamed (@actions/artifact, upload-artifact.ts and
+        blob-upload.ts). Every artifact gets a new id (ids come from FinalizeArtifact and are not reused).
+        ``size_in_bytes`` overrides the advertised size; ``chunked`` serves the blob without a
+        Content-Length, so only a streaming byte cap can stop an oversized body.
         """
         with self._lock:
             run = self._runs[run_id]
@@ -325,10 +332,20 @@ class GitHubServer:
             self._artifacts[aid] = _Artifact(doc, data, repository, run_id, chunked)
         return doc
 
+    def overwrite_artifact(self, run_id: int, name: str, data: bytes, **options: Any) -> dict[str, Any]:
+        """upload-artifact with ``overwrite: true``: "an artifact with a matching name will be deleted before a
+        new one is uploaded" (upload-artifact v4.6.2 action.yml) — so the name now belongs to a new artifact
+        with a new id, and the old id is gone from the run."""
+        with self._lock:
+            for aid in [a for a, art in self._artifacts.items() if art.run_id == run_id and art.doc["name"] == name]:
+                del self._artifacts[aid]
+        return self.add_artifact(run_id, name, data, **options)
+
     def add_job(self, run_id: int, attempt: int, name: str, *, conclusion: str | None = "success",
                 steps: list[dict[str, Any]] | None = None, job_id: int | None = None) -> dict[str, Any]:
         """A job of one run attempt, as ``GET .../runs/{id}/attempts/{n}/jobs`` lists it (REST docs, "Workflow
-        jobs"): ``steps`` are ``{name, status, conclusion, number, started_at, completed_at}``."""
+        jobs"): ``steps`` are ``{name, status, conclusion, number, started_at, completed_at}``, each ``name``
+        as the runner evaluated it (:func:`evaluate_step_name`), never the workflow's expression."""
         with self._lock:
             run = self._runs[run_id]
             jid = job_id if job_id is not None else self._new_id()
@@ -349,20 +366,23 @@ class GitHubServer:
         return doc
 
     def mirror_artifact_store(self, run_id: int, store: Path, job_name: Callable[[str], str | None],
-                              upload_step: str) -> None:
+                              upload_step: str, report_step: str | None = None) -> None:
         """Serve the artifacts the act upload stand-in writes into ``store`` (act/upload-artifact) as this
         run's artifacts, and its upload records as the run's jobs: each cell artifact's upload becomes a job
-        named ``job_name(artifact name)`` whose step ``upload_step`` has the recorded times and conclusion.
+        named ``job_name(artifact name)`` whose step ``upload_step`` has the recorded times and conclusion,
+        followed (with ``report_step``, the next step's ``name:`` expression) by that step with its name
+        evaluated over the upload's outputs. An artifact's bytes are the zip the stand-in uploaded
+        (``.zips/<id>.zip``), or, for one an attack wrote straight into the store, a zip of its directory.
         Read again at every request, so what an act run uploads (or an attack writes) shows up as it happens."""
         with self._lock:
-            self._stores[run_id] = (store, job_name, upload_step)
+            self._stores[run_id] = (store, job_name, upload_step, report_step)
 
     def _sync_store(self, run_id: int) -> None:
         """Bring the artifacts and jobs of a mirrored store up to date (called under the lock)."""
         mirrored = self._stores.get(run_id)
         if mirrored is None:
             return
-        store, job_name, upload_step = mirrored
+        store, job_name, upload_step, report_step = mirrored
         run = self._runs[run_id]
         metas = {}
         for meta in sorted((store / ".meta").glob("*.json")) if (store / ".meta").is_dir() else []:
@@ -374,7 +394,8 @@ class GitHubServer:
         for aid, record in metas.items():
             if aid in self._artifacts:
                 continue
-            data = _zip_directory(store / record["name"])
+            uploaded = store / ".zips" / f"{aid}.zip"
+            data = uploaded.read_bytes() if uploaded.is_file() else _zip_directory(store / record["name"])
             doc = self.add_artifact(run_id, record["name"], data, artifact_id=aid)
             doc["created_at"] = doc["updated_at"] = record["created_at"]
         jobs = []
@@ -384,13 +405,19 @@ class GitHubServer:
             if name is None:
                 continue
             jid = int(hashlib.sha256(upload.name.encode()).hexdigest()[:8], 16)
-            step = {"name": upload_step, "status": "completed", "conclusion": record["conclusion"],
-                    "started_at": record["started_at"], "completed_at": record["completed_at"]}
-            jobs.append((name, record["conclusion"], step, jid))
+            steps = [{"name": upload_step, "status": "completed", "conclusion": record["conclusion"],
+                      "started_at": record["started_at"], "completed_at": record["completed_at"]}]
+            if report_step is not None:
+                # The template runs it `if: !cancelled()`: after a failed upload too, with empty outputs.
+                outputs = {"artifact-id": record.get("artifact-id"), "artifact-digest": record.get("artifact-digest")}
+                steps.append({"name": evaluate_step_name(report_step, {"upload": outputs}), "status": "completed",
+                              "conclusion": "success", "started_at": record["completed_at"],
+                              "completed_at": record["completed_at"]})
+            jobs.append((name, record["conclusion"], steps, jid))
         attempt = int(run.get("run_attempt") or 1)
         self._jobs[(run_id, attempt)] = []
-        for name, conclusion, step, jid in jobs:
-            self.add_job(run_id, attempt, name, conclusion=conclusion, steps=[step], job_id=jid)
+        for name, conclusion, steps, jid in jobs:
+            self.add_job(run_id, attempt, name, conclusion=conclusion, steps=steps, job_id=jid)
 
     def fault(self, route: str, status: int = 503, *, times: int = 1, retry_after: str | None = None,
               delay: float = 0.0, body: bytes | None = None, cut: str | None = None) -> None:
@@ -695,6 +722,8 @@ class _Handler(BaseHTTPRequestHandler):
             links += [link(page - 1, "prev"), link(1, "first")]
         if page < last:
             links += [link(page + 1, "next"), link(last, "last")]
+        if self.owner.next_page_link is not None:
+            links = [f'<{self.owner.next_page_link}>; rel="next"']
         return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
 
     def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
@@ -709,6 +738,8 @@ class _Handler(BaseHTTPRequestHandler):
         if page < last:
             here = urlsplit(self.path).path
             headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
+        if self.owner.next_page_link is not None:
+            headers = {"Link": f'<{self.owner.next_page_link}>; rel="next"'}
         return self._json(200, {"total_count": len(jobs), "jobs": copy.deepcopy(chunk)}, headers=headers)
 
     def _blob(self, params: dict[str, str], query: dict[str, str]) -> int:
@@ -753,6 +784,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
         return status
+
+
+_STEP_OUTPUT = re.compile(r"\$\{\{\s*steps\.([A-Za-z_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}")
+
+
+def evaluate_step_name(expression: str, outputs: Mapping[str, Mapping[str, Any]]) -> str:
+    """A step's ``name:`` as the jobs API reports it: the runner evaluates the name (``steps`` context
+    included: workflow-v1.0.json types ``name`` as string-steps-context) just before the step's condition and
+    writes the result into the step's record (actions/runner StepsRunner -> ``TryUpdateDisplayName`` ->
+    ``UpdateTimelineRecordDisplayName``). An output a step did not set is null, which a string shows as ''.
+    Only ``steps.<id>.outputs.<name>`` is modelled: the templates' step names use no other expression."""
+    def value(match: re.Match[str]) -> str:
+        found = outputs.get(match.group(1), {}).get(match.group(2))
+        return "" if found is None else str(found)
+    evaluated = _STEP_OUTPUT.sub(value, expression)
+    if "${{" in evaluated:
+        raise ValueError(f"the test server models only steps.<id>.outputs.<name> in step names: {expression!r}")
+    return evaluated
 
 
 def _zip_directory(root: Path) -> bytes:

@@ -93,6 +93,10 @@ the next ``times`` matching requests (``None`` = all). Kinds:
   reader's refusals, such as a 5,000-digit integer or NaN, are "not JSON" too);
 * ``duplicate`` -- process, then repeat the first item of the page's ``content`` (or of a JSON array);
 * ``drop`` -- process ("commit"), then close the connection without any answer (the uncertain mutation).
+* ``headers`` -- process, then answer as usual with ``headers=`` replacing the answer's own (a
+  ``Content-Length: ²`` that ``str.isdigit`` accepts and ``int`` refuses).
+
+``message=`` sets the ``status`` kind's error message (a hostile server echoing the token in it).
 
 ``commit=False`` on the processing kinds answers the fault without touching state.
 
@@ -124,7 +128,7 @@ from urllib.parse import parse_qs, urlsplit
 from servers import conformance
 
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
-FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop")
+FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
 
 
@@ -149,6 +153,8 @@ class Fault:
     commit: bool = True
     hits: int = 0
     body: bytes = b"{not json"
+    message: str | None = None  # "status": the error body's message (a hostile server echoes a token in it)
+    headers: dict[str, str] = field(default_factory=dict)  # "headers": these replace the answer's own
 
     def matches(self, method: str, route: str) -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -505,11 +511,13 @@ class TestOpsServer:
     # --- faults --------------------------------------------------------------------------------------
     def fail(self, method: str, route: str, kind: str, *, times: int | None = 1, status: int = 503,
              retry_after: str | None = None, delay: float = 5.0, size: int = 1024 * 1024,
-             declare_length: bool = False, commit: bool | None = None, body: bytes = b"{not json") -> Fault:
+             declare_length: bool = False, commit: bool | None = None, body: bytes = b"{not json",
+             message: str | None = None, headers: dict[str, str] | None = None) -> Fault:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         fault = Fault(method.upper(), re.compile(route), kind, times, status, retry_after, delay, size,
-                      declare_length, commit if commit is not None else kind != "status", body=body)
+                      declare_length, commit if commit is not None else kind != "status", body=body,
+                      message=message, headers=dict(headers or {}))
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -553,8 +561,8 @@ class TestOpsServer:
             # Answered by the fault alone: nothing is processed.
             if fault.kind == "status":
                 extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                self._send(handler, entry, _Response(fault.status, {"message": f"injected HTTP {fault.status}"},
-                                                     {**headers, **extra}))
+                message = fault.message if fault.message is not None else f"injected HTTP {fault.status}"
+                self._send(handler, entry, _Response(fault.status, {"message": message}, {**headers, **extra}))
             elif fault.kind == "drop":
                 entry.status = None
                 handler.close_connection = True
@@ -624,8 +632,21 @@ class TestOpsServer:
         kind = fault.kind
         if kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-            self._send(handler, entry, _Response(fault.status, {"message": f"injected HTTP {fault.status}"},
-                                                 {**response.headers, **extra}))
+            message = fault.message if fault.message is not None else f"injected HTTP {fault.status}"
+            self._send(handler, entry, _Response(fault.status, {"message": message}, {**response.headers, **extra}))
+        elif kind == "headers":
+            # The real answer, with some of its headers (Content-Length too) replaced by the fault's.
+            data = b"" if response.payload is None else json.dumps(response.payload).encode()
+            entry.status = response.status
+            handler.send_response(response.status)
+            sent = {"Content-Type": "application/json", "Content-Length": str(len(data)), **response.headers,
+                    **fault.headers}
+            for name, value in sent.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+            handler.wfile.flush()
+            handler.close_connection = True
         elif kind == "delay":
             self._stopping.wait(fault.delay)
             with suppress(OSError):

@@ -101,8 +101,10 @@ class Backend:
             what = "without an HTML report (`report: never`)"
         else:
             what = f"without an HTML report ({summary.text(report['reason'])})"
+        opening = (" To look at it, open `allure-report/index.html` of the publication in a browser: it is one "
+                   "self-contained page, so a double-click on the downloaded file works." if report.get("built") else "")
         return Published(record, f"✅ Published {len(receipt.results)} results ({copied} files, every digest "
-                                 f"checked) to {summary.code(publication)}, {what}.")
+                                 f"checked) to {summary.code(publication)}, {what}.{opening}")
 
     def _report(self, receipt: Receipt, temp: Path, options: PublishOptions) -> dict[str, Any]:
         """Build the HTML report into the publication being written; what happened, for the record."""

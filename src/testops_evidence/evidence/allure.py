@@ -97,8 +97,24 @@ class Binding:
         """The campaign, the profile and the run line of every result's description, rendered once per export
         (the same for every result: 10,000 renderings were a tenth of a large export)."""
         profile = md.text(", ".join(f"{k}={v}" for k, v in self.profile_items))
-        run_line = f"Evaluated commit {md.code(self.head_sha)} in run {md.link(md.code(self.run_url), self.run_url)}."
-        return md.text(self.campaign), profile, run_line
+        return md.text(self.campaign), profile, self.run_line
+
+    @cached_property
+    def run_line(self) -> str:
+        """Where the commit was evaluated: a link to the Actions run, or, for a local rehearsal (which has no
+        run on GitHub), the words "a local run" and no link to invent."""
+        if self.local:
+            return f"Evaluated commit {md.code(self.head_sha)} in a local run (no GitHub Actions run to link)."
+        return f"Evaluated commit {md.code(self.head_sha)} in run {md.link(md.code(self.run_url), self.run_url)}."
+
+    @cached_property
+    def links(self) -> tuple[dict[str, str], ...]:
+        """The result's links to the run and the commit; none for a local run, whose run and (maybe unpushed)
+        commit have no page on GitHub."""
+        if self.local:
+            return ()
+        return ({"name": "CI run", "type": "link", "url": self.run_url},
+                {"name": "Evaluated commit", "type": "link", "url": self.commit_url})
 
     def context_row(self) -> dict[str, Any]:
         """The run-context fields bound into evidence and receipts."""
@@ -298,8 +314,7 @@ def result_document(
     superseded = len(bound.superseded) if bound is not None else 0
     start, stop = result_times(bound, now_ms)
     links = [
-        {"name": "CI run", "type": "link", "url": binding.run_url},
-        {"name": "Evaluated commit", "type": "link", "url": binding.commit_url},
+        *binding.links,
         *([{"name": "Remote run", "type": "link", "url": remote_run_url(binding, cell.provenance)}]
           if cell is not None and cell.provenance is not None else []),
     ]
@@ -400,21 +415,23 @@ def verdict_result_document(
     description = "\n\n".join([
         f"Campaign **{md.text(binding.campaign)}**, case {md.code(case.key)} ({md.text(case.lane)} lane), "
         f"profile {profile}.",
-        f"Evaluated commit {md.code(binding.head_sha)} in run {md.link(md.code(binding.run_url), binding.run_url)}.",
+        binding.run_line,
         f"Measured {case.trials.count} times; verdict policy {md.text(case.trials.policy())} (at least "
         f"{case.trials.required} passed trials). {md.text(outcome.rate_text())}. Each trial is one retry of this "
         "result, with its own evidence.",
     ])
-    links = [{"name": "CI run", "type": "link", "url": binding.run_url},
-             {"name": "Evaluated commit", "type": "link", "url": binding.commit_url}]
+    links = list(binding.links)
     return _result(uuid, binding, case, verdict.status, verdict.message, description, start, stop,
                    labels=_labels(binding, case, None, usage), parameters=params, links=links, steps=steps)
 
 
 def executor_document(binding: Binding) -> dict[str, Any]:
     run_number = binding.context.get("run-number")
+    if binding.local:  # no run on GitHub: nothing to link
+        return {"name": "testops-evidence rehearsal", "type": "local", "buildOrder": run_number,
+                "buildName": f"{binding.campaign} #{run_number} (local run)", "reportName": binding.campaign}
     return {
-        "name": "testops-evidence rehearsal" if binding.local else "GitHub Actions",
+        "name": "GitHub Actions",
         "type": "github",
         "url": binding.server_url,
         "buildOrder": run_number,

@@ -34,6 +34,7 @@ import os
 import sys
 
 from testops_evidence.errors import Refusal
+from testops_evidence.integers import ascii_int
 from testops_evidence.safeio import read_safe, sha256_bytes
 
 TYPE_CHECKING = False
@@ -182,9 +183,10 @@ def _required(env: Mapping[str, str], name: str) -> str:
 
 def _id(value: str) -> int:
     """``context.ID_RE`` (``^[1-9][0-9]{0,17}$``) without the regex engine."""
-    if not (1 <= len(value) <= 18 and value.isascii() and value.isdigit() and value[0] != "0"):
+    number = ascii_int(value, minimum=1, maximum=10**18 - 1) if value[:1] != "0" else None
+    if number is None:
         raise ValueError(value)
-    return int(value)
+    return number
 
 
 class _ScannerContext:

@@ -9,22 +9,32 @@ case with its status, its trials and its usage, bound to its selection, contract
 * ``compare-with`` (select; shown by export and verify): the baseline, the receipt of the newest earlier
   run's publication (or a file). It is *bound*: its contract digest, profile and commit are recorded, and a
   baseline of another contract or profile is reported as **not comparable** rather than compared. The
-  comparison says which cases are newly failing, fixed, still failing, new or no longer selected, which
-  repeated cases changed their pass rate beyond noise, and how the cost changed.
+  comparison says how the campaign pass rate changed (the paired difference over the cases both measured,
+  evidence/stats.py), which cases are newly failing, fixed, still failing, new or no longer selected, which
+  cases changed their pass rate beyond noise, and how the cost changed.
 
-**Pass rate beyond noise.** Both pass rates are ``passed / (passed + failed)`` of a case's trials; the
-change is beyond noise when the 95% interval of the difference of two independent proportions
-(Newcombe's hybrid score interval, 1998, method 10, built from the two Wilson intervals) excludes zero.
+**Pass rate beyond noise.** Both pass rates are ``passed / (passed + failed)`` of a case's trials (a case
+measured once: 1/1 or 0/1). A case's change is beyond noise when Fisher's exact test of its passed/failed
+counts survives the contract's multiple-comparison correction across every case compared (Benjamini-Hochberg
+at ``q``, or Holm). The size of the change is shown with the 95% interval of the difference of two
+independent proportions (Newcombe's hybrid score interval, 1998, method 10, from the two Wilson intervals),
+which alone, uncorrected for the number of cases, would flag noise as change.
+
+**Regressions** are the drops that survive the correction, and the newly failing verdicts of the cases the
+contract declares ``deterministic``; a stochastic case's flip from one trial to the next is shown, never
+counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import sqrt
 from typing import Any
 
+from testops_evidence.contract import Case, StatisticsPolicy
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence import stats
 from testops_evidence.evidence.receipt import Receipt, receipt_from_bytes, trial_rows
 from testops_evidence.evidence.trials import wilson
 from testops_evidence.safeio import sha256_bytes
@@ -134,21 +144,32 @@ def binding_of(block: Mapping[str, Any], *, contract_sha256: str, profile: Mappi
     return None
 
 
-def _rate(row: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(passed, measured) of a case row: its trials, or its one result."""
+def case_rate(row: Mapping[str, Any], cluster: str) -> stats.CaseRate:
+    """What a receipt row measured: its trials' passed and measured counts, or its one result (a broken case
+    measured nothing)."""
     rate = row.get("pass-rate")
+    key = str(row["key"])
     if isinstance(rate, Mapping):
-        return int(rate["passed"]), int(rate["passed"]) + int(rate["failed"])
-    return None
+        return stats.CaseRate(key, int(rate["passed"]), int(rate["passed"]) + int(rate["failed"]), cluster)
+    status = row["status"]
+    return stats.CaseRate(key, int(status == PASSED), int(status in (PASSED, "failed")), cluster)
 
 
+def case_rates(rows: Sequence[Mapping[str, Any]], cases: Mapping[str, Case]) -> dict[str, stats.CaseRate]:
+    """Each row's :func:`case_rate`, clustered as the contract declares (a case it no longer has: alone)."""
+    def cluster(key: str) -> str:
+        return cases[key].cluster_name if key in cases else f"case:{key}"
+    return {str(row["key"]): case_rate(row, cluster(str(row["key"]))) for row in rows}
 
 
 def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
-            current_cost: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What changed from ``baseline`` to the current receipt rows (module docstring)."""
+            current_cost: Mapping[str, Any] | None, *, cases: Mapping[str, Case],
+            policy: StatisticsPolicy) -> dict[str, Any]:
+    """What changed from ``baseline`` to the current receipt rows (module docstring); ``cases`` are the
+    contract's (clusters, determinism), ``policy`` its statistics."""
     before = {str(row["key"]): row for row in baseline.results}
     now = {str(row["key"]): row for row in current}
+    rates_before, rates_now = case_rates(baseline.results, cases), case_rates(current, cases)
     categories: dict[str, list[dict[str, Any]]] = {
         "newly-failing": [], "fixed": [], "still-failing": [], "new": [], "not-selected": [],
         "pass-rate-drop": [], "pass-rate-rise": []}
@@ -165,24 +186,20 @@ def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
             categories["fixed"].append(entry)
         elif not was and not is_:
             categories["still-failing"].append(entry)
-        a, b = _rate(old), _rate(row)
-        if a is not None and b is not None and a[1] and b[1]:
-            interval = newcombe(a[0], a[1], b[0], b[1])
-            assert interval is not None
-            change: dict[str, Any] = {"key": key, "baseline": f"{a[0]}/{a[1]}", "current": f"{b[0]}/{b[1]}",
-                      "change": round(b[0] / b[1] - a[0] / a[1], 6),
-                      "interval-95": [round(interval[0], 6), round(interval[1], 6)]}
-            if interval[1] < 0:
-                categories["pass-rate-drop"].append(change)
-            elif interval[0] > 0:
-                categories["pass-rate-rise"].append(change)
+    flags = stats.case_flags(rates_before, rates_now, q=policy.q, correction=policy.correction)
+    for flag in flags:
+        if flag.flagged:
+            categories["pass-rate-drop" if flag.change < 0 else "pass-rate-rise"].append(_flag_entry(flag))
     categories["not-selected"] = [{"key": key, "baseline": row["status"]} for key, row in before.items()
                                   if key not in now]
+    deterministic = {key for key, case in cases.items() if case.deterministic}
+    failing = [e for e in categories["newly-failing"] if e["key"] in deterministic]
     regressions = ([{"key": e["key"], "kind": "newly-failing", "baseline": e["baseline"], "current": e["current"]}
-                    for e in categories["newly-failing"]]
+                    for e in failing]
                    + [{"key": e["key"], "kind": "pass-rate-drop", "baseline": e["baseline"], "current": e["current"]}
-                      for e in categories["pass-rate-drop"]
-                      if e["key"] not in {n["key"] for n in categories["newly-failing"]}])
+                      for e in categories["pass-rate-drop"] if e["key"] not in {n["key"] for n in failing}])
+    difference = stats.paired_difference(rates_before, rates_now)
+    trend = [*earlier_points(baseline.document), point(baseline.document, rates_before.values())][-(TREND_RUNS - 1):]
     block = baseline.document.get("usage") or {}
     before_cost = (block.get("campaign") or {}).get("cost-nanodollars")
     cost: dict[str, Any] = {"baseline": _figure(before_cost), "current": _figure(current_cost)}
@@ -190,7 +207,88 @@ def compare(current: Sequence[Mapping[str, Any]], baseline: Receipt,
         cost["change"] = int(current_cost["value"]) - int(before_cost["value"])
         cost["comparable"] = before_cost["coverage"] == current_cost["coverage"] == "reported"
     return {"categories": categories, "regressions": regressions, "cost": cost,
+            "difference": difference.to_json() if difference is not None else None,
+            "trend": trend,
+            "flags": {"test": "fisher-exact", "correction": policy.correction, "q": policy.q, "compared": len(flags),
+                      "flagged": sum(1 for f in flags if f.flagged)},
             "trials": {key: len(trial_rows(row)) for key, row in now.items() if trial_rows(row)}}
+
+
+# --- the pass rate over the last runs ------------------------------------------------------------------------
+
+TREND_RUNS = 10
+
+
+def point(document: Mapping[str, Any], rates: Iterable[stats.CaseRate]) -> dict[str, Any]:
+    """One run's point of the trend: its run, commit, time and campaign pass rate (from its rows)."""
+    estimate = stats.campaign_pass_rate(rates)
+    context = document["context"]
+    return {"run-id": context["run-id"], "head-sha": context["head-sha"], "created-at": document["created-at"],
+            "pass-rate": estimate.to_json(clamp=True) if estimate is not None else None}
+
+
+def earlier_points(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The trend a receipt's own comparison recorded: the runs before its baseline, each compared in turn
+    with the next (so all of the same contract and profile); none when it compared with nothing."""
+    block = document.get("comparison")
+    if not isinstance(block, Mapping) or block.get("state") != "compared":
+        return []
+    return [dict(p) for p in block.get("trend") or []]
+
+
+def trend_of(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pass rate over the last runs, ending with this receipt's (its ``statistics``); empty when its
+    comparison gives no earlier run."""
+    earlier = earlier_points(document)
+    statistics = document.get("statistics")
+    if not earlier or not isinstance(statistics, Mapping):
+        return []
+    context = document["context"]
+    return [*earlier, {"run-id": context["run-id"], "head-sha": context["head-sha"],
+                       "created-at": document["created-at"], "pass-rate": statistics.get("pass-rate")}]
+
+
+def render_trend(points: Sequence[Mapping[str, Any]]) -> str:
+    """The summary section of the trend: a Mermaid chart GitHub draws (every label ours: run numbers and
+    percentages) and the same figures as a table for readers without charts."""
+    from testops_evidence import md
+
+    if len(points) < 2:
+        return ""
+    labels, lows, means, highs, rows = [], [], [], [], []
+    for p in points:
+        run = int(p["run-id"])
+        rate = p.get("pass-rate")
+        interval = rate.get("interval-95") if isinstance(rate, Mapping) else None
+        if isinstance(rate, Mapping):
+            mean = float(rate["mean"]) * 100
+            low, high = (float(interval[0]) * 100, float(interval[1]) * 100) if interval else (mean, mean)
+            labels.append(f'"run {run}"')
+            lows.append(f"{low:.1f}")
+            means.append(f"{mean:.1f}")
+            highs.append(f"{high:.1f}")
+        shown = (f"{float(rate['mean']) * 100:.1f}%" if isinstance(rate, Mapping) else "—")
+        rows.append((md.code(f"run {run}"), md.code(str(p["head-sha"])[:12]), md.text(str(p["created-at"])), shown,
+                     f"{float(interval[0]) * 100:.1f}%–{float(interval[1]) * 100:.1f}%" if interval else "—"))
+    parts = ["\n### Pass rate over the last runs\n\nThe campaign pass rate of this run and the runs before it of "
+             "the same contract and profile (each compared with the next), with its 95% interval: the chart's lines "
+             "are the upper bound, the pass rate and the lower bound.\n\n"]
+    if len(labels) >= 2:
+        parts.append("```mermaid\nxychart-beta\n    title \"Campaign pass rate (%), 95% interval\"\n"
+                     f"    x-axis [{', '.join(labels)}]\n    y-axis \"pass rate (%)\" 0 --> 100\n"
+                     f"    line [{', '.join(highs)}]\n    line [{', '.join(means)}]\n    line [{', '.join(lows)}]\n```\n\n")
+    parts.append(md.table(("run", "commit", "created", "pass rate", "95% interval"), rows))
+    return "".join(parts) + "\n"
+
+
+def _flag_entry(flag: stats.CaseFlag) -> dict[str, Any]:
+    """A case whose pass rate changed beyond noise, as the receipt lists it."""
+    a, b = flag.baseline, flag.current
+    interval = newcombe(a.passed, a.measured, b.passed, b.measured)
+    assert interval is not None  # both measured: case_flags tests no other case
+    return {"key": flag.key, "baseline": f"{a.passed}/{a.measured}", "current": f"{b.passed}/{b.measured}",
+            "change": round(flag.change, 6), "interval-95": [round(interval[0], 6), round(interval[1], 6)],
+            "p-value": stats.significant(flag.p_value), "adjusted-p-value": stats.significant(flag.adjusted)}
 
 
 def _figure(raw: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -280,6 +378,31 @@ def newest_publication(api_url: str, token: str, repository: str, workflow: str,
 
 # --- the comparison in receipts and summaries ----------------------------------------------------------------
 
+
+def difference_line(difference: Mapping[str, Any] | None) -> str:
+    """The campaign-level verdict of a comparison: better, worse or no detectable change, with its interval."""
+    if not difference:
+        return "**Campaign pass rate:** no case was measured by both campaigns: nothing to pair.\n\n"
+    interval = difference["interval-95"]
+    shown_interval = (f"95% interval {interval[0] * 100:+.1f} to {interval[1] * 100:+.1f}" if interval else
+                      "no interval: too few cases or clusters to estimate the spread")
+    verdict = difference["verdict"] if difference["verdict"] in (stats.BETTER, stats.WORSE) else stats.NO_CHANGE
+    icon = {stats.BETTER: "📈", stats.WORSE: "📉"}.get(verdict, "➖")
+    line = (f"{icon} **Campaign pass rate: {verdict}** — {difference['mean'] * 100:+.1f} points ({shown_interval}, p = {difference['p-value']:.3g}), paired over the "
+            f"{difference['cases']} cases both campaigns measured")
+    unpaired = [f"{difference['only-baseline']} measured only in the baseline" if difference["only-baseline"] else "",
+                f"{difference['only-current']} only now" if difference["only-current"] else ""]
+    shown = ", ".join(u for u in unpaired if u)
+    return line + (f"; not paired: {shown}" if shown else "") + ".\n\n"
+
+
+def difference_output(block: Mapping[str, Any] | None) -> str:
+    """The ``comparison-difference`` output: the paired difference as one line of JSON, empty when none."""
+    import json
+
+    difference = block.get("difference") if block else None
+    return json.dumps(difference, separators=(",", ":"), sort_keys=True) if difference else ""
+
 STATES = ("compared", "not-comparable", "no-baseline")
 
 
@@ -313,19 +436,27 @@ def render(block: Mapping[str, Any], limit: int = 50) -> str:
     if block["state"] == "not-comparable":
         return head + f"**Not comparable:** {md.text(str(block.get('why-not')))} — nothing is compared.\n"
     categories = block["categories"]
-    titles = (("newly-failing", "❌ newly failing"), ("pass-rate-drop", "📉 pass rate dropped beyond noise"),
+    titles = (("newly-failing", "❌ newly failing (a regression when the case is deterministic)"), ("pass-rate-drop", "📉 pass rate dropped beyond noise"),
               ("fixed", "✅ fixed"), ("still-failing", "⚠️ still failing"),
               ("pass-rate-rise", "📈 pass rate rose beyond noise"), ("new", "🆕 new (not in the baseline)"),
               ("not-selected", "➖ in the baseline, not selected now"))
     rows = [(title, len(categories[name]), md.join((md.code(e["key"]) for e in categories[name][:limit]), ", ")
              or "—") for name, title in titles]
-    parts = [head, f"**{len(block['regressions'])} regression(s).** ", md.table(("", "cases", "which"), rows)]
+    parts = [head, difference_line(block.get("difference")),
+             f"**{len(block['regressions'])} regression(s).**\n\n", md.table(("", "cases", "which"), rows)]
     rates = categories["pass-rate-drop"] + categories["pass-rate-rise"]
+    flags = block.get("flags")
+    if flags:
+        correction = "Benjamini–Hochberg" if flags["correction"] == "benjamini-hochberg" else "Holm"
+        rule = (f"Fisher's exact test per case, {correction} at q = {flags['q']:g} across the {flags['compared']} "
+                "cases both campaigns measured")
+        parts.append(f"\n\nPass rates that changed beyond noise ({rule}): {flags['flagged']}.")
     if rates:
-        parts.append("\n\nPass rates (95% interval of the change; beyond noise when it excludes 0):\n\n")
-        parts.append(md.table(("case", "baseline", "now", "change", "95% interval"), [
+        parts.append("\n\n" + md.table(("case", "baseline", "now", "change", "95% interval of the change",
+                                         "p", "adjusted p"), [
             (md.code(e["key"]), e["baseline"], e["current"], f"{e['change'] * 100:+.0f} points",
-             f"{e['interval-95'][0] * 100:+.0f} to {e['interval-95'][1] * 100:+.0f}") for e in rates], limit=limit))
+             f"{e['interval-95'][0] * 100:+.0f} to {e['interval-95'][1] * 100:+.0f}",
+             f"{e.get('p-value', '—')}", f"{e.get('adjusted-p-value', '—')}") for e in rates], limit=limit))
     cost = block["cost"]
     before, now = cost["baseline"], cost["current"]
     shown = [show("cost-nanodollars", Figure(f["value"], f["coverage"])) for f in (before, now)]

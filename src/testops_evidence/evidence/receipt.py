@@ -75,11 +75,21 @@ class Receipt:
         return {"cost-nanodollars": "" if cost.value is None else cost.value, "cost-coverage": cost.coverage}
 
     def comparison_outputs(self) -> dict[str, Any]:
-        """``comparison`` and ``regressions`` as export output them, from the receipt."""
+        """``comparison``, ``regressions`` and ``comparison-difference`` as export output them, from the receipt."""
+        from testops_evidence.evidence.previous import difference_output
+
         block = self.document.get("comparison")
         if not isinstance(block, Mapping):
-            return {"comparison": "", "regressions": []}
-        return {"comparison": block["state"], "regressions": list(block["regressions"])}
+            return {"comparison": "", "regressions": [], "comparison-difference": ""}
+        return {"comparison": block["state"], "regressions": list(block["regressions"]),
+                "comparison-difference": difference_output(block)}
+
+    def statistics_outputs(self) -> dict[str, str]:
+        """``pass-rate`` and ``pass-rate-ci`` as export output them (empty from a receipt without statistics)."""
+        from testops_evidence.evidence.stats import pass_rate_outputs
+
+        block = self.document.get("statistics")
+        return pass_rate_outputs(block if isinstance(block, Mapping) else {})
 
     def published_rows(self) -> list[Mapping[str, Any]]:
         """Every published result's row: each case's row, and before it the rows of its trials (a case

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.integers import ascii_int
 from testops_evidence.safeio import loads_json
 
 ALLURE_TOOL = Path(".tools") / "allure" / "node_modules" / ".bin" / "allure"
@@ -68,7 +69,7 @@ class Tool:
     @property
     def major(self) -> int:
         head = self.version.split(".", 1)[0]
-        return int(head) if head.isdigit() else 0
+        return ascii_int(head, maximum=99_999) or 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def find_allure(env: Mapping[str, str], cwd: Path, roots: tuple[Path, ...] = ())
                        "(`npm install --global allure`), or use the composite action, which installs the pinned "
                        "version itself")
     major = node.split(".", 1)[0]
-    if major.isdigit() and int(major) < NODE_MAJOR:
+    node_major = ascii_int(major, maximum=99_999)
+    if node_major is not None and node_major < NODE_MAJOR:
         return Missing(f"Node.js {node} is older than Allure Report 3 needs ({NODE_MAJOR} or newer)",
                        f"install Node.js {NODE_MAJOR} or newer (actions/setup-node)")
     if configured:
@@ -249,8 +251,8 @@ def obtain(env: Mapping[str, str], logs: Path) -> Tool | Missing:
                        "and installs the pinned Allure Report, or build the report in a later step "
                        "(docs/reports.md)")
     node = node_version(env)
-    major = (node or "").split(".", 1)[0]
-    if shutil.which("npm", path=env.get("PATH")) is None or not major.isdigit() or int(major) < NODE_MAJOR:
+    major = ascii_int((node or "").split(".", 1)[0], maximum=99_999)
+    if shutil.which("npm", path=env.get("PATH")) is None or major is None or major < NODE_MAJOR:
         return found
     return install(env, logs / "allure-install.log")
 
@@ -312,7 +314,10 @@ def build(tool: Tool, results: Path, out: Path, *, name: str, counts: Mapping[st
     entries = 0
     if tool.major >= 3:
         # A config of our own in an empty working directory: no allurerc.* of the repository is picked up.
-        config: dict[str, object] = {"name": name}
+        # One self-contained index.html (the awesome plugin's single-file mode): a report in several files
+        # fetches its data at load time, which a browser refuses for a page opened from disk (file://), so
+        # a downloaded publication showed an empty spinner. The single file opens from a double-click.
+        config: dict[str, object] = {"name": name, "plugins": {"awesome": {"options": {"singleFile": True}}}}
         if history is not None:
             entries = read_history(history) if history.exists() else 0
             config.update(historyPath=str(history.resolve()), historyLimit=history_limit)

@@ -1,41 +1,51 @@
-"""Which worker job uploaded each cell artifact — checked against the Actions jobs API, not taken on trust.
+"""Which worker job uploaded each cell artifact — bound by the artifact's id and digest, not taken on trust.
 
 Artifact names are unique within a run but not bound to the job that uploads them: any job of the run
 whose runtime token is reached (a process of the agent under test that outlives its step can read it from
-a later step of its job) can upload under another job's name. This module binds every cell artifact of a
-campaign to the worker job the matrix plan names, with facts an agent cannot forge, because they come
-from GitHub's own record of the run attempt (``GET .../runs/{id}/attempts/{n}/jobs``) and its artifact
-list:
+a later step of its job) can upload under another job's name, or replace an artifact with upload-artifact's
+``overwrite: true`` (delete, then upload again). This module binds every cell artifact of a campaign to the
+worker job the matrix plan names by what that job's own runner recorded in GitHub's record of the run
+attempt (``GET .../runs/{id}/attempts/{n}/jobs``):
 
 * each worker job is found by its display name — ``<artifact-prefix> <job>``, as the campaign template
   names it (a reusable workflow's jobs appear as ``<caller job> / <name>``) — exactly once;
-* the artifact ``<artifact-prefix>-cells-<attempt>-<job>`` is accepted only if that job's upload step
-  (:data:`UPLOAD_STEP`) concluded ``success`` and the artifact was created while the step ran. Names are
-  immutable within a run, so an attacker who uploads first makes the worker's own upload fail (the step
-  did not succeed: refused), and one who deletes the worker's artifact and uploads again creates it after
-  the step completed (refused). The worker always uploads something (its worker record), so an upload
-  step that succeeded always made the artifact: its absence means it was deleted (refused);
+* its upload step (:data:`UPLOAD_STEP`) is followed by a step whose ``name:`` is an expression over the
+  upload step's outputs, ``artifact-id`` and ``artifact-digest`` (:func:`report_step_name`). The runner
+  evaluates a step's name just before the step's condition (actions/runner, ``StepsRunner`` calls
+  ``TryUpdateDisplayName``; the ``steps`` context is allowed in ``steps[*].name`` by the workflow schema) and
+  writes it into the job's step record, which the jobs API serves: the id and digest travel from that
+  job's runner to the export job through GitHub, out of every other worker's reach;
+* the artifact ``<artifact-prefix>-cells-<attempt>-<job>`` is accepted only if its id is the reported id
+  (an artifact replaced with ``overwrite`` or deleted and uploaded again is a new artifact with a new id:
+  ``workers.artifact_replaced``) and the Actions API's ``digest`` of that id is ``sha256:`` + the reported
+  digest (``workers.artifact_digest``). Artifacts are immutable, so an id names one set of bytes, which
+  download-artifact then fetches by that id. An attacker who uploads under a worker's name first makes the
+  worker's own upload fail (its step did not succeed: ``workers.artifact_origin``);
 * an artifact under the campaign's cell prefix that no job of the plan owns is refused, and so is a job
   name that matches twice.
 
-What remains (docs/security.md): a replacement inside the same second as the worker's upload step ends
-(the API's timestamps have one-second resolution), and anything an attacker with the runtime token of the
-worker job *itself* does before its own upload — that job's cases are the attacker's own.
+What remains (docs/security.md): anything an attacker with the runtime token of the worker job *itself*
+does — that job's cases are the attacker's own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from testops_evidence.errors import Refusal
 
 UPLOAD_STEP = "testops-evidence: upload cell results"
-# download-artifact, upload-artifact and the API agree to the second; a clock difference between the
-# artifact service and the job records of up to this many seconds before the step is tolerated.
-EARLY_SKEW_SECONDS = 2
+# The step after the upload is named "<REPORT_PREFIX><artifact-id> sha256:<artifact-digest>" by an expression
+# over the upload step's outputs (the campaign template; tests/test_workflow_templates.py keeps them equal).
+REPORT_PREFIX = "testops-evidence: uploaded artifact "
+REPORT_EXPRESSION = (REPORT_PREFIX + "${{ steps.upload.outputs.artifact-id }} "
+                     "sha256:${{ steps.upload.outputs.artifact-digest }}")
+# upload-artifact v4.6.2 sets artifact-id to the id FinalizeArtifact answers and artifact-digest to the hex
+# SHA-256 of the zip it streamed (@actions/artifact, blob-upload.ts); the API's digest is "sha256:<hex>".
+_REPORT = re.compile(re.escape(REPORT_PREFIX) + r"([1-9][0-9]{0,18}) sha256:([0-9a-f]{64})\Z")
 
 
 def artifact_name(prefix: str, attempt: int, job: str) -> str:
@@ -46,16 +56,30 @@ def job_display_name(prefix: str, job: str) -> str:
     return f"{prefix} {job}"
 
 
-def _time(value: str | None, what: str) -> datetime:
-    if not value:
-        raise Refusal("github.response_invalid", f"GitHub gave no time for {what}", field=what,
-                      expected="an ISO 8601 time", actual=value)
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise Refusal("github.response_invalid", f"GitHub's time for {what} is not ISO 8601", field=what,
-                      expected="an ISO 8601 time", actual=value[:60]) from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+def report_step_name(artifact_id: int, digest: str) -> str:
+    """The name of a worker's report step once GitHub has evaluated :data:`REPORT_EXPRESSION`."""
+    return f"{REPORT_PREFIX}{artifact_id} sha256:{digest}"
+
+
+@dataclass(frozen=True)
+class UploadReport:
+    """What a worker's own runner recorded of its upload: the artifact id and the zip's SHA-256 (hex)."""
+
+    artifact_id: int
+    digest: str
+
+
+def reported_upload(api_job: Any, display: str) -> UploadReport | None:
+    """The id and digest the job's report step carries, or None when the job records none (its upload
+    failed, or the job ended before the step started: the name is then left unevaluated). Two report steps
+    are refused: the template has one."""
+    steps = [step for step in api_job.steps if step.name.startswith(REPORT_PREFIX)]
+    if len(steps) > 1:
+        raise Refusal("workers.upload_unreported", f"job {display!r} has {len(steps)} steps named like its upload "
+                      "report; the template has one, so which artifact it uploaded cannot be told", field=display,
+                      expected=f"one step {REPORT_EXPRESSION!r}", actual=[step.name[:120] for step in steps][:5])
+    match = _REPORT.match(steps[0].name) if steps else None
+    return UploadReport(int(match.group(1)), match.group(2)) if match else None
 
 
 @dataclass(frozen=True)
@@ -77,14 +101,8 @@ class WorkerArtifact:
         }
 
 
-def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, attempt: int, artifacts: Sequence[Any],
-                          api_jobs: Sequence[Any]) -> list[WorkerArtifact]:
-    """Bind every cell artifact of the run attempt to the plan's worker job that uploaded it (module docstring).
-
-    ``jobs``: the plan's worker job -> its case keys; ``artifacts``: the run's artifacts (ArtifactInfo);
-    ``api_jobs``: the attempt's jobs (JobInfo). Refuses ``workers.unknown_artifact``,
-    ``workers.duplicate_artifact``, ``workers.job_identity`` and ``workers.artifact_origin``.
-    """
+def _index_artifacts(jobs: Mapping[str, Sequence[str]], prefix: str, attempt: int,
+                     artifacts: Sequence[Any]) -> dict[str, Any]:
     cell_prefix = artifact_name(prefix, attempt, "")
     by_name: dict[str, Any] = {}
     for artifact in artifacts:
@@ -101,7 +119,19 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
                           field=artifact.name, expected="one artifact per worker job",
                           actual=[by_name[artifact.name].id, artifact.id])
         by_name[artifact.name] = artifact
+    return by_name
 
+
+def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, attempt: int, artifacts: Sequence[Any],
+                          api_jobs: Sequence[Any]) -> list[WorkerArtifact]:
+    """Bind every cell artifact of the run attempt to the plan's worker job that uploaded it (module docstring).
+
+    ``jobs``: the plan's worker job -> its case keys; ``artifacts``: the run's artifacts (ArtifactInfo);
+    ``api_jobs``: the attempt's jobs (JobInfo). Refuses ``workers.unknown_artifact``,
+    ``workers.duplicate_artifact``, ``workers.job_identity``, ``workers.artifact_origin``,
+    ``workers.upload_unreported``, ``workers.artifact_replaced`` and ``workers.artifact_digest``.
+    """
+    by_name = _index_artifacts(jobs, prefix, attempt, artifacts)
     bound: list[WorkerArtifact] = []
     for job, cases in jobs.items():
         name = artifact_name(prefix, attempt, job)
@@ -115,11 +145,14 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
         api_job = matching[0] if matching else None
         step = api_job.step(UPLOAD_STEP) if api_job is not None else None
         upload = step.conclusion or step.status if step is not None else "absent"
+        report = reported_upload(api_job, display) if api_job is not None else None
         if artifact is None:
-            if step is not None and step.conclusion == "success":
+            if report is not None or (step is not None and step.conclusion == "success"):
                 raise Refusal("workers.artifact_origin", f"worker job {display!r} uploaded its cells (step "
                               f"{UPLOAD_STEP!r} succeeded) but the artifact {name!r} is gone: it was deleted after "
-                              "the upload", field=name, expected="the artifact the worker uploaded", actual="absent")
+                              "the upload", field=name,
+                              expected=f"artifact {report.artifact_id}" if report else "the artifact the worker "
+                              "uploaded", actual="absent")
             bound.append(WorkerArtifact(job, tuple(cases), None, api_job.id if api_job else None, upload))
             continue
         if api_job is None or step is None:
@@ -131,13 +164,21 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
                           f"did not succeed ({step.conclusion or step.status}): another job uploaded under the "
                           "worker's name first", field=name, expected="upload step success",
                           actual=step.conclusion or step.status)
-        created = _time(artifact.created_at, f"artifact {name} created_at")
-        started = _time(step.started_at, f"{display} upload step started_at")
-        completed = _time(step.completed_at, f"{display} upload step completed_at")
-        if not (started.timestamp() - EARLY_SKEW_SECONDS <= created.timestamp() <= completed.timestamp()):
-            raise Refusal("workers.artifact_origin", f"the artifact {name!r} was created at {artifact.created_at}, "
-                          f"outside its worker's upload step ({step.started_at} to {step.completed_at}): it was "
-                          "replaced after the worker uploaded it", field=name,
-                          expected=f"{step.started_at} .. {step.completed_at}", actual=artifact.created_at)
+        if report is None:
+            raise Refusal("workers.upload_unreported", f"worker job {display!r} uploaded its cells, but its job "
+                          f"record has no step {REPORT_EXPRESSION!r} with the id and digest its upload step "
+                          f"reported, so the artifact {name!r} cannot be bound to it", field=display,
+                          expected=report_step_name(artifact.id, "<sha256 of the zip>"),
+                          actual=[s.name[:120] for s in api_job.steps if s.name.startswith(REPORT_PREFIX)] or "none")
+        if artifact.id != report.artifact_id:
+            raise Refusal("workers.artifact_replaced", f"the artifact {name!r} is artifact {artifact.id}, but its "
+                          f"worker's upload step made artifact {report.artifact_id}: it was replaced (overwritten, "
+                          "or deleted and uploaded again) after the worker uploaded it", field=name,
+                          expected=report.artifact_id, actual=artifact.id)
+        if artifact.sha256 != report.digest:
+            raise Refusal("workers.artifact_digest", f"the Actions API gives artifact {artifact.id} ({name!r}) the "
+                          f"digest {artifact.digest or 'none'}, but its worker's upload step reported sha256:"
+                          f"{report.digest}: these are not the bytes the worker uploaded", field=name,
+                          expected=f"sha256:{report.digest}", actual=artifact.digest)
         bound.append(WorkerArtifact(job, tuple(cases), artifact, api_job.id, upload))
     return bound

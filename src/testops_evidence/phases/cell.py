@@ -19,6 +19,7 @@ Exit 0 when the cell is written, whatever its disposition: export decides what i
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -31,6 +32,7 @@ from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framewor
 from testops_evidence.evidence.adapters.layout import read_allure_files, read_framework_logs, read_junit_files, walk
 from testops_evidence.evidence.cells import adapted_cell
 from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
+from testops_evidence.integers import ascii_int, parse_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
 
@@ -136,10 +138,12 @@ def _trial(ctx: PhaseContext, case: Case) -> int | None:
                               f"(or set {TRIAL_VARIABLE}) to say which trial these reports measured",
                               expected=f"1..{case.trials.count}", actual=None)
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= case.trials.count:
-        raise input_error("trial", f"trial {raw!r} is not a trial of case {case.key!r}",
-                          expected=f"1..{case.trials.count}", actual=raw)
-    return int(raw)
+    trial = ascii_int(raw, minimum=1, maximum=case.trials.count)
+    if trial is None:
+        raise input_error("trial", f"trial {raw!r} is not a trial of case {case.key!r}: pass --trial N with N "
+                          f"from 1 to {case.trials.count} in ASCII digits", expected=f"1..{case.trials.count}",
+                          actual=raw)
+    return trial
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
@@ -148,6 +152,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
     junit, allure_dir = _option(ctx, "junit"), _option(ctx, "allure-results")
     if key is None or out is None:
         raise input_error("case" if key is None else "out", "cell needs --case KEY and --out FILE")
+    if os.path.lexists(out):
+        # A usage mistake, said before any report is read: a cell result is written once, so a second `cell`
+        # with the same --out would otherwise read everything and then stop with an integrity refusal.
+        raise input_error("out", f"{out} already exists: a cell result is written once. Give a new --out path "
+                          "(one file per case, or per trial), or remove the old file if it is not needed",
+                          expected="a path that does not exist yet", actual=out)
     given = [option for option, _ in _REPORT_OPTIONS if _option(ctx, option) is not None]
     if not given:
         raise input_error("junit", "cell needs a report: --junit FILE|DIR, --allure-results DIR, "
@@ -176,9 +186,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
         if attempt is None and trial > 1:
             # Derived from the reports' digests: two trials with identical reports must still differ.
             document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
-    run_attempt = ctx.env.get("GITHUB_RUN_ATTEMPT", "")
-    if ctx.env.get("GITHUB_ACTIONS") == "true" and run_attempt.isdigit() and int(run_attempt) >= 1:
-        document["run-attempt"] = int(run_attempt)
+    if ctx.env.get("GITHUB_ACTIONS") == "true" and ctx.env.get("GITHUB_RUN_ATTEMPT"):
+        document["run-attempt"] = parse_int(ctx.env["GITHUB_RUN_ATTEMPT"], code="guard.run_mismatch",
+                                            field="GITHUB_RUN_ATTEMPT", what="GITHUB_RUN_ATTEMPT", minimum=1)
     cell = adapted_cell(document, out, inputs, origin)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)

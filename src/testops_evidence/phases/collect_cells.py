@@ -2,11 +2,11 @@
 
 Runs in the export job, before the cells are downloaded. Reads the digest-checked selection, recomputes the
 matrix plan, lists the run's artifacts and the run attempt's jobs, and binds every cell artifact to the
-worker job the plan names (``evidence/workers.py``: the job's upload step succeeded and the artifact was
-created while it ran). Outputs ``artifact-ids`` — exactly the verified artifacts, for
-``actions/download-artifact``'s ``artifact-ids`` — and writes ``collect-cells.json`` to the state directory,
-which export then holds the downloaded directories to: an artifact replaced after this check has another
-id, is not downloaded, and its missing directory refuses the export.
+worker job the plan names (``evidence/workers.py``: the artifact's id and digest are the ones the job's own
+upload step reported, in the step record GitHub keeps for that job). Outputs ``artifact-ids`` — exactly the
+verified artifacts, for ``actions/download-artifact``'s ``artifact-ids`` — and writes ``collect-cells.json``
+to the state directory, which export then holds the downloaded directories to: an artifact replaced after
+this check has another id, is not downloaded, and its missing directory refuses the export.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from testops_evidence import summary
 from testops_evidence.errors import Refusal
 from testops_evidence.evidence.matrix import plan_matrices
 from testops_evidence.evidence.selection import load_selection, read_travelled, validate_against
-from testops_evidence.evidence.workers import UPLOAD_STEP, bind_worker_artifacts, job_display_name
+from testops_evidence.evidence.workers import REPORT_PREFIX, UPLOAD_STEP, bind_worker_artifacts, job_display_name
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 RECEIPT = "collect-cells.json"
@@ -73,8 +73,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     rows = [(summary.code(worker.job), summary.code(job_display_name(prefix, worker.job)), worker.upload,
              summary.code(worker.artifact.name) if worker.artifact is not None else "—",
              worker.artifact.id if worker.artifact is not None else "—", len(worker.cases)) for worker in bound]
-    body = (f"Each artifact's uploader was checked against the run attempt's job records: its worker's step "
-            f"{summary.code(UPLOAD_STEP)} succeeded and the artifact was created while it ran.\n\n"
+    body = (f"Each artifact was bound to its worker by the run attempt's job records: its worker's step "
+            f"{summary.code(UPLOAD_STEP)} succeeded, and the artifact's id and the Actions API's digest of it are "
+            f"the ones that job's own report step ({summary.code(REPORT_PREFIX + '<id> sha256:<digest>')}) "
+            "recorded.\n\n"
             + summary.table(("worker", "job", "upload step", "artifact", "id", "cases"), rows[:500]))
     return PhaseResult(headline=headline, summary=body,
                        outputs={"artifact-ids": ids, "collected-count": len(verified)})

@@ -20,9 +20,9 @@ from typing import Any
 from testops_evidence import collector, summary
 from testops_evidence import ledger as ledgers
 from testops_evidence.context import is_local, job_context
-from testops_evidence.contract import Case
+from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure, previous, remote_cells, usage
+from testops_evidence.evidence import allure, previous, remote_cells, stats, usage
 from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
 from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
@@ -88,19 +88,23 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     files: list[CellFile] = []
     present: list[str] = []
     facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
-             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now}
-    if cell_dir.exists() or cell_dir.is_symlink():
+             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now,
+             "run_attempts": contract.trust.run_attempts}
+    cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
+    if cell_dir_present:
         if workers is None:
             files = collect_cells(cell_dir, **facts)
         else:
             # Where collect-cells bound the artifacts (the campaign template), each must list its files.
-            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix, jobs=list(workers.jobs),
+            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix, jobs=workers.jobs,
                                                   require_files=workers.collected is not None, **facts)
     if workers is not None and workers.collected is not None:
         _match_collected(workers, present, selection.digest)
-    else:
+    elif not cell_dir_present and any(not case.remote for case in cases):
+        # Only when it is true: with the directory present (a rehearsal, an export without collect-cells) the
+        # cells in it are read, and a campaign of remote cases only needs no directory.
         ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
-                             "case is exported as broken (not recorded)")
+                             "case measured by a worker job is exported as broken (not recorded)")
     remote = _remote_cells(ctx, contract, cases, selection)
     if remote is not None:
         files = [*files, *remote.files]
@@ -136,7 +140,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     repeated = any(outcome.repeated for outcome in outcomes.values())
     trial_counts = Counter(t.verdict.status for outcome in outcomes.values() for t in outcome.trials)
     trial_row = {"total": sum(trial_counts.values()), **{s: trial_counts.get(s, 0) for s in ("passed", "failed", "broken")}}
-    comparison = _compare(selection, rows, accounts)
+    comparison = _compare(selection, rows, accounts, contract)
+    statistics = _statistics(rows, contract)
     receipt: dict[str, Any] = {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
@@ -156,6 +161,7 @@ def _run(ctx: PhaseContext) -> PhaseResult:
         **({"rerun-of": selection.document["rerun-of"]} if "rerun-of" in selection.document else {}),
         **({"ledger": remote.receipt_block()} if remote is not None else {}),
         **({"comparison": comparison} if comparison is not None else {}),
+        "statistics": statistics,
         "results": rows,
     }
     # Compact: a machine document (7.7 MB indented at 10,000 cases, and a tenth of the export's time); the
@@ -197,9 +203,10 @@ def _run(ctx: PhaseContext) -> PhaseResult:
             "all-passed": all_passed,
             **cost_outputs(accounts.campaign.get(usage.COST)),
             **comparison_outputs(comparison),
+            **pass_rate_outputs(statistics),
         },
         summary=_summary(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
-                         present, contract_row(ctx, contract)),
+                         present, contract_row(ctx, contract), statistics),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
     )
 
@@ -259,9 +266,10 @@ class RemoteCells:
 def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection: Selection) -> RemoteCells | None:
     """With cases measured by another workflow: the ledger's cells for them (None when there are none).
 
-    ``ledger-sha256``, when given, must be the digest of the ledger's bytes (the import job's output): a
-    ledger that crossed jobs as an artifact is bound by it like the selection. Without the ledger file the
-    remote cases are not recorded (broken), with a warning."""
+    ``ledger-sha256`` must be the digest of the ledger's bytes (the import job's output): a ledger that crossed
+    jobs as an artifact is bound by it like the selection. Inside GitHub Actions it is required to read a ledger
+    (``input.ledger-sha256``); outside (a rehearsal) it may be omitted. Without the ledger file the remote cases
+    are not recorded (broken), with a warning."""
     if not any(case.remote for case in cases):
         return None
     path = ctx.settings.path("ledger") or Path("campaign-ledger.json")
@@ -276,6 +284,13 @@ def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection
         ctx.runtime.annotate("warning", f"the ledger {path} does not exist: the cases measured remotely are "
                              "exported as broken (not recorded)", title="export.ledger")
         return RemoteCells(path, None, False, [], [])
+    if expected is None and ctx.env.get("GITHUB_ACTIONS") == "true":
+        # Inside Actions a ledger read without the import job's digest could be any bytes on this runner's disk
+        # (an artifact extracted beside it, a step before this one): required, as selection-sha256 is.
+        raise Refusal("input.ledger-sha256", f"input ledger-sha256 is required inside GitHub Actions to read the "
+                      f"ledger {path}: pass the import job's ledger-sha256 output (the campaign template's "
+                      "`ledger-sha256` input), which binds the ledger export reads to the one import wrote",
+                      field="ledger-sha256", expected="64 lowercase hex characters", actual=None)
     ledger, data = found
     digest = sha256_bytes(data)
     if expected is not None and digest != expected:
@@ -288,7 +303,8 @@ def _remote_cells(ctx: PhaseContext, contract: Any, cases: list[Case], selection
     return RemoteCells(path, digest, expected is not None, files, not_counted)
 
 
-def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts) -> dict[str, Any] | None:
+def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.Accounts,
+             contract: Contract) -> dict[str, Any] | None:
     """The comparison with the baseline the selection bound (None: no compare-with)."""
     if "baseline" not in selection.document:
         return None
@@ -304,15 +320,32 @@ def _compare(selection: Selection, rows: list[dict[str, Any]], accounts: usage.A
                       actual=refusal.code) from None
     receipt = previous.checked_receipt(data, str(path), str(baseline["receipt-sha256"]), "selection.baseline")
     cost = accounts.campaign.get(usage.COST, usage.MISSING).to_json()
-    return previous.comparison_block(baseline, previous.compare(rows, receipt, cost))
+    return previous.comparison_block(baseline, previous.compare(
+        rows, receipt, cost, cases={case.key: case for case in contract.cases}, policy=contract.statistics))
 
 
 def comparison_outputs(comparison: dict[str, Any] | None) -> dict[str, Any]:
-    """``comparison`` (compared, not-comparable, no-baseline, or empty without compare-with) and
-    ``regressions`` (a JSON array)."""
+    """``comparison`` (compared, not-comparable, no-baseline, or empty without compare-with),
+    ``regressions`` (a JSON array) and ``comparison-difference`` (the paired difference, JSON)."""
     if comparison is None:
-        return {"comparison": "", "regressions": []}
-    return {"comparison": comparison["state"], "regressions": comparison["regressions"]}
+        return {"comparison": "", "regressions": [], "comparison-difference": ""}
+    return {"comparison": comparison["state"], "regressions": comparison["regressions"],
+            "comparison-difference": previous.difference_output(comparison)}
+
+
+# --- the campaign's pass rate with its uncertainty (evidence/stats.py) -----------------------------------------
+
+
+def _statistics(rows: list[dict[str, Any]], contract: Contract) -> dict[str, Any]:
+    """The receipt's ``statistics``: the campaign pass rate with its clustered interval, and the smallest
+    change a paired comparison of this design would detect."""
+    rates = previous.case_rates(rows, {case.key: case for case in contract.cases})
+    return stats.statistics_block(list(rates.values()))
+
+
+def pass_rate_outputs(statistics: Mapping[str, Any]) -> dict[str, Any]:
+    """``pass-rate`` and ``pass-rate-ci`` (a JSON array), empty when no case measured anything."""
+    return stats.pass_rate_outputs(statistics)
 
 
 def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell],
@@ -502,18 +535,22 @@ def _summary(
     workers: Workers | None,
     present: list[str],
     contract_source: summary.Markdown,
+    statistics: Mapping[str, Any],
 ) -> str:
     if workers is None:
         origin = "one trust domain: no `artifact-prefix`, so a cell is not checked against the worker that ran it"
     elif workers.collected is not None:
-        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells: {len(present)} "
-                  f"of {len(workers.jobs)} worker artifacts present; every cell came from the job the matrix "
-                  "plan assigned its case to")
+        origin = (f"per worker, each artifact bound to its worker's upload step by collect-cells (the id and "
+                  f"digest that step reported in its job's record): {len(present)} of {len(workers.jobs)} worker "
+                  "artifacts present; every cell came from the job the matrix plan assigned its case to")
     else:
+        # Without collect-cells nothing here knows which job uploaded an artifact: only its name was read.
         missing = len(workers.jobs) - len(present)
-        origin = (f"per worker: {len(present)} of {len(workers.jobs)} worker artifacts present"
-                  + (f" ({missing} missing: their cases are not recorded)" if missing else "")
-                  + "; every cell came from the job the matrix plan assigned its case (and trial) to")
+        origin = (f"per worker, by artifact name only: {len(present)} of {len(workers.jobs)} worker artifacts "
+                  "present" + (f" ({missing} missing: their cases are not recorded)" if missing else "")
+                  + "; each cell was accepted only from the artifact named for the job the matrix plan assigned "
+                  "its case (and trial) to, but no collect-cells ran in this job, so which job uploaded each "
+                  "artifact was not checked")
     repeated = [o for o in outcomes.values() if o.repeated]
     parts = [
         summary.table(("", ""), [
@@ -558,6 +595,7 @@ def _summary(
              outcomes[row["key"]].verdict.message or "every check passed")
             for row in rows[:TABLE_ROWS]
         ], limit=TABLE_ROWS, more=max(len(rows) - TABLE_ROWS, 0)))
+    parts.append(stats.render(statistics))
     if remote is not None:
         parts.append(_remote_section(remote))
     parts.append(_usage_section(accounts))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from testops_evidence import summary
 from testops_evidence.errors import Refusal
+from testops_evidence.integers import ascii_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.testops.client import testops_config
 from testops_evidence.testops.plans import resolve_plan, run_plan
@@ -22,7 +23,7 @@ def launch_name(ctx: PhaseContext) -> str:
     name = ctx.settings.string("launch-name")
     if name is None:
         number = ctx.env.get("GITHUB_RUN_NUMBER", "").strip()
-        if not number.isdigit():
+        if ascii_int(number, minimum=1) is None:
             raise Refusal("input.launch-name", "launch needs a launch-name outside GitHub Actions (there is no "
                           "GITHUB_RUN_NUMBER to name it after)", field="launch-name",
                           expected="a launch name", actual=None)

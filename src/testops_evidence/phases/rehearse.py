@@ -118,6 +118,19 @@ def _fresh_dir(workdir: Path, now: float) -> Path:
                   expected="a new directory", actual=str(workdir))
 
 
+def _earlier_history(run_dir: Path) -> Path | None:
+    """The report history of the newest earlier rehearsal in the same workdir, so that rehearsals kept in one
+    directory show trends like the runs of a campaign do (upload reads and checks it as any history)."""
+    earlier = sorted((entry for entry in run_dir.parent.iterdir()
+                      if entry.name < run_dir.name and entry.is_dir() and not entry.is_symlink()),
+                     key=lambda entry: entry.name, reverse=True)
+    for entry in earlier:
+        history = entry / "state" / "published" / "history.jsonl"
+        if history.is_file() and not history.is_symlink():
+            return history
+    return None
+
+
 def run(ctx: PhaseContext) -> PhaseResult:
     extras = ctx.settings.extras
     examples = Path(extras.get("examples") or "examples").resolve()
@@ -158,7 +171,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
     published_from = {**common, "results-dir": str(results_dir), "selection-path": str(selection_path),
                       "selection-sha256": select.outputs.get("selection-sha256", ""),
                       "receipt-sha256": export.outputs.get("receipt-sha256", "")}
-    upload = rehearsal.phase("upload", {**published_from, "report": report_mode})
+    history = _earlier_history(run_dir)
+    if history is not None:
+        ctx.runtime.log(f"The report continues the history of the rehearsal in {history.parents[2]}")
+    upload = rehearsal.phase("upload", {**published_from, "report": report_mode,
+                                        **({"report-history": str(history)} if history is not None else {})})
     if not upload.ok:
         return _stopped(rehearsal, upload)
     verify = rehearsal.phase("verify", published_from, allowed=(EXIT_OK, EXIT_CASES_FAILED))

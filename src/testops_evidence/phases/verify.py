@@ -20,7 +20,7 @@ from testops_evidence import __version__, summary, trust
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import attestation, previous
+from testops_evidence.evidence import attestation, previous, stats
 from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.evidence.usage import COST, show
@@ -71,13 +71,17 @@ def run(ctx: PhaseContext) -> PhaseResult:
         body += "\n### Cases that did not pass (published as such)\n\n" + summary.table(
             ("", "case", "status", "reason"),
             [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
+    statistics = receipt.document.get("statistics")
+    if isinstance(statistics, dict):
+        body += stats.render(statistics)
     comparison = receipt.document.get("comparison")
     if isinstance(comparison, dict):
         body += previous.render(comparison)
+        body += previous.render_trend(previous.trend_of(receipt.document))
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
                                                    "attestation-predicate-path": str(predicate_path), **cost,
-                                                   **receipt.comparison_outputs()},
+                                                   **receipt.comparison_outputs(), **receipt.statistics_outputs()},
                        summary=body, exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED)
 
 

@@ -15,7 +15,7 @@ What it promises, because everything above it is built on these guarantees:
 * **Requests are paced** by a token bucket (default 20 requests/s, as allurectl 2.20 and Allure 3),
   using the injected monotonic clock and sleep, so tests never really sleep.
 * **The token never leaves the Authorization header**: not in logs, messages or refusals (every text
-  from the server is scrubbed of it, and of the JWT, before it is used).
+  from the server is scrubbed of it, and of the JWT, before it is cut to its limit: ``redact.clip``).
 * Redirects are not followed: a 3xx is an error, so a credential is never replayed to another host.
 
 Paths are relative to the API prefix (``/api`` or ``/api/rs``): ``client.get("/jobrun/12")``. The UAA
@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.integers import ascii_int, header_int
+from testops_evidence.redact import clip, scrub
 from testops_evidence.safeio import loads_json
 
 if TYPE_CHECKING:
@@ -117,8 +119,9 @@ def expect_id(value: Any, what: str) -> int:
 
 
 def _short(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    # A value from an answer, where no secret is at hand: the runtime scrubs any piece of a token in it
+    # (redact.scrub) before it leaves the process; the client's own messages clip with its secrets.
+    return clip(text, limit)
 
 
 # --- pacing -------------------------------------------------------------------------------------------
@@ -451,7 +454,7 @@ class TestOpsClient:
             raise _Transport("connect timeout", sent=False) from None
         except requests.exceptions.SSLError as exc:
             # TLS fails in the handshake, before the request is written.
-            raise _Transport(f"TLS error: {self._scrub(_short(str(exc)))}", sent=False) from None
+            raise _Transport(f"TLS error: {clip(str(exc), MESSAGE_LIMIT, self._secrets)}", sent=False) from None
         except requests.exceptions.ReadTimeout:
             raise _Transport(f"no answer within the {self.read_timeout:g} s read timeout", sent=True) from None
         except requests.exceptions.ConnectionError as exc:
@@ -466,15 +469,23 @@ class TestOpsClient:
         server_id = response.headers.get("X-Request-Id")
         elapsed_ms = int((self._monotonic() - began) * 1000)
         self._log(f"TestOps {method} {clean} -> {response.status_code} in {elapsed_ms} ms "
-                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + self._scrub(_short(server_id, 80))})")
+                  f"(request id {request_id}{'' if not server_id or server_id == request_id else ', server ' + clip(server_id, 80, self._secrets)})")
         return _Answer(response.status_code, response.headers, body, request_id)
 
     def _read_body(self, method: str, clean: str, response: requests.Response) -> bytes:
         import requests
 
         declared = response.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
-            raise self._too_large(method, clean, response.status_code, f"declared {declared} bytes")
+        size = None if declared is None else header_int(declared)
+        if declared is not None and size is None:
+            # "²" passes str.isdigit and makes int() raise (issue 24): the answer is broken, whatever it says.
+            reason = f"HTTP {response.status_code} was answered with a Content-Length that is not a number"
+            if method in MUTATING:
+                raise self._uncertain(method, clean, reason)
+            raise Refusal("testops.response_invalid", f"{method} {clean}: {reason}", field="Content-Length",
+                          expected="ASCII digits", actual=clip(declared, 40))
+        if size is not None and size > self.max_response_bytes:
+            raise self._too_large(method, clean, response.status_code, f"declared {size} bytes")
         chunks: list[bytes] = []
         size = 0
         try:
@@ -517,7 +528,7 @@ class TestOpsClient:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         text = f"TestOps answered HTTP {answer.status} to {method} {clean}{tries} (request id {answer.request_id})"
         if detail:
-            text += f": {self._scrub(detail)}"
+            text += f": {clip(detail, MESSAGE_LIMIT, self._secrets)}"
         code = "testops.auth" if answer.status in (401, 403) else f"testops.http_{answer.status}"
         return Refusal(code, text, http_status=answer.status)
 
@@ -643,10 +654,7 @@ class TestOpsClient:
         return self._scrub(f"{what} ({type(cause).__name__})")
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        return scrub(text, self._secrets)
 
 
 def _attempts(n: int) -> str:
@@ -669,10 +677,11 @@ def _retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isascii() and text.isdigit():
+    if text and text.isascii() and text.isdigit():
         # delay-seconds (RFC 9110 10.2.3): any number of digits; past 15 it is longer than any cap, and
         # int() or float() of hundreds of digits would raise instead of answering.
-        return float(text) if len(text) <= 15 else math.inf
+        seconds = ascii_int(text, maximum=10**15 - 1)
+        return float(seconds) if seconds is not None else math.inf
     try:
         when = email.utils.parsedate_to_datetime(text)
         return max(0.0, when.timestamp() - now)
@@ -681,7 +690,9 @@ def _retry_after(value: str | None, now: float) -> float | None:
 
 
 def _server_message(body: bytes) -> str:
-    """The ``message`` (or ``error``) a TestOps error body carries, bounded; never the raw body."""
+    """The ``message`` (or ``error``) a TestOps error body carries, uncut: the caller scrubs it of secrets
+    and only then cuts it (``redact.clip``), so a cut never splits a token the server echoed; never the
+    raw body."""
     try:
         value = loads_json(body)
     except ValueError:
@@ -690,7 +701,7 @@ def _server_message(body: bytes) -> str:
         for key in ("message", "error_description", "error"):
             text = value.get(key)
             if isinstance(text, str) and text.strip():
-                return _short(text)
+                return text
     return ""
 
 

@@ -47,6 +47,7 @@ from testops_evidence.evidence.adapters.frameworks import (
     value_bound,
 )
 from testops_evidence.evidence.archive import MIB, ArchiveLimits, extract_zip
+from testops_evidence.integers import ascii_int
 
 TOOL = "Inspect AI log"
 SUPPORTED_VERSIONS = (2,)
@@ -192,9 +193,11 @@ def _wanted_entries(sizes: Mapping[str, int]) -> set[str]:
 
 def _journal_index(name: str, source: str) -> int:
     stem = name[len(_JOURNAL_SUMMARIES):-len(".json")]
-    if not stem.isdigit() or len(stem) > 9:
+    # ASCII digits only: "²" passes str.isdigit and makes int() raise (issue 24).
+    index = ascii_int(stem, maximum=999_999_999)
+    if index is None:
         raise refuse(TOOL, f"{source}:{name}", "is a journal entry without a number", actual=name)
-    return int(stem)
+    return index
 
 
 def _from_document(document: Any, source: str, header_name: str | None) -> InspectLog:

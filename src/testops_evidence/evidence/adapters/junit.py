@@ -219,18 +219,27 @@ def parse_junit(data: bytes, source: str = "report.xml") -> list[Outcome]:
     def walk(suite: ET.Element, start_ms: int | None) -> None:
         own = _suite_start_ms(suite)
         start = own if own is not None else start_ms
-        suite_end = start + _seconds_ms(suite.get("time")) if start is not None else None
+        span = _seconds_ms(suite.get("time")) if suite.get("time") is not None else None
+        # JUnit gives a test case its duration, not its start: the cases of a suite are laid end to end
+        # from the suite's start, in document order (how runners write them), each kept inside the suite's
+        # span where one is stated. A contract case mapped to some tests of a suite so lasts as long as its
+        # own tests, not as long as the whole suite (a test without a time lasts to the suite's end).
+        offset = 0
         for child in suite:
             tag = _local(child.tag)
             if tag == "testsuite":
                 walk(child, start)
             elif tag == "testcase":
-                outcome = _case_outcome(child, start)
-                if suite_end is not None and outcome.stop_ms is not None and outcome.stop_ms < suite_end:
-                    # A case's own start is not in JUnit; the suite's span bounds the attempt instead.
+                duration = _seconds_ms(child.get("time"))
+                at = offset if span is None else min(offset, max(0, span - duration))
+                outcome = _case_outcome(child, start + at if start is not None else None)
+                if child.get("time") is None and span is not None and outcome.start_ms is not None \
+                        and start is not None:
+                    # No time of its own: all that is known is that it ran within the rest of its suite.
                     outcome = Outcome(outcome.name, outcome.status, outcome.message, outcome.case, outcome.checks,
-                                      outcome.start_ms, suite_end)
+                                      outcome.start_ms, max(outcome.start_ms, start + span))
                 outcomes.append(outcome)
+                offset += duration
 
     walk(root, None)
     return outcomes

@@ -71,6 +71,31 @@ ARTIFACT_FILE_LIMIT = 512 * 1024 * 1024  # the largest report a worker artifact 
 INSPECT_DIR = "inspect-logs"
 PROMPTFOO_DIR = "promptfoo"
 
+MIB = 1024 * 1024
+# Budgets of one case directory, checked from its listing (names and sizes, never following a link) before
+# a byte of it is read: a worker's artifact is the agent's to fill, and before these a case directory of 160
+# cell files of 4 MiB was read whole (683 MiB, 26 s) only to be refused as duplicates. Each file also has its
+# own cap (a cell 4 MiB, JUnit 32 MiB, an Allure result 8 MiB, an Inspect log or promptfoo file 512 MiB),
+# checked by fstat when it is opened.
+CASE_CELL_FILES = 1024  # cell results (*.json): 100 trials of a case under run-attempts any, with re-runs
+CASE_CELL_BYTES = 32 * MIB  # an honest cell is a few KiB: thousands of them, or eight at the per-file cap
+CASE_REPORT_FILES = 100_000  # JUnit, Allure results, Inspect logs and promptfoo files below one case directory
+CASE_REPORT_BYTES = 512 * MIB  # one Inspect log or promptfoo file at its cap, or that much of smaller reports
+
+
+def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]], max_files: int,
+                      max_bytes: int) -> None:
+    """Refuse (``export.case_budget``) a case directory whose files of one kind, as listed, exceed a budget."""
+    if len(files) > max_files:
+        raise Refusal("export.case_budget", f"{directory} holds {len(files)} {what} files; export reads at most "
+                      f"{max_files} in one case directory", field=directory, expected=f"<= {max_files} {what} files",
+                      actual=len(files))
+    total = sum(size for _name, size in files)
+    if total > max_bytes:
+        raise Refusal("export.case_budget", f"{directory} holds {total:,} bytes of {what} in {len(files)} files; "
+                      f"export reads at most {max_bytes:,} bytes of them from one case directory", field=directory,
+                      expected=f"<= {max_bytes} bytes of {what}", actual=total)
+
 
 def _inspect_run(data: bytes, source: str) -> FrameworkRun:
     return inspect.to_run(inspect.read_log(data, source))
@@ -130,13 +155,14 @@ MAX_DEPTH = 16  # directory levels below a report root: the path rule of safe re
 
 
 def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune: Callable[[str], bool] | None = None,
-         _depth: int = 0) -> list[str]:
+         sizes: dict[str, int] | None = None, _depth: int = 0) -> list[str]:
     """Files below ``root/relpath`` whose name is ``wanted``, recursively, as paths relative to ``root``.
 
     **Order**: depth first, entries of each directory by name in byte order — so a file's position is the
     order of its relative path compared component by component. Names starting with ``.`` are skipped
     (hidden files are not reports); directories for which ``prune`` is true are not entered. Links and
-    other special files are refused by the safe listing (``io.unsafe_path``), never skipped.
+    other special files are refused by the safe listing (``io.unsafe_path``), never skipped. ``sizes``, when
+    given, receives each found file's listed size (for budgets checked before reading).
     """
     if _depth > MAX_DEPTH:
         raise Refusal("io.unsafe_path", f"{relpath} is nested deeper than {MAX_DEPTH} directories", field=relpath,
@@ -148,9 +174,11 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
             continue
         if entry.is_dir:
             if prune is None or not prune(entry.name):
-                found += walk(root, prefix + entry.name, wanted, prune=prune, _depth=_depth + 1)
+                found += walk(root, prefix + entry.name, wanted, prune=prune, sizes=sizes, _depth=_depth + 1)
         elif wanted(entry.name):
             found.append(prefix + entry.name)
+            if sizes is not None:
+                sizes[prefix + entry.name] = entry.size
     return found
 
 
@@ -223,6 +251,29 @@ def has_reports(root: str | Path, relpath: str) -> bool:
     return any(walk(root, directory, _is_allure_result) for directory in _allure_dirs(root, relpath))
 
 
+def listed_reports(root: str | Path, relpath: str) -> list[tuple[str, int]]:
+    """Every report file export would read below ``root/relpath`` (JUnit, Allure results, Inspect logs,
+    promptfoo results) with its listed size: what the report budget is checked on, before any is read."""
+    sizes: dict[str, int] = {}
+    walk(root, relpath, _is_junit, prune=_not_junit_dir, sizes=sizes)
+    for directory in _allure_dirs(root, relpath):
+        walk(root, directory, _is_allure_result, sizes=sizes)
+    prefix = f"{relpath}/" if relpath else ""
+    entries = list_dir(root, relpath)
+    found = [(prefix + e.name, e.size) for e in entries
+             if not e.is_dir and e.name.endswith(".eval") and not e.name.startswith(".")]
+    for directory, kind in ((INSPECT_DIR, "inspect-log"), (PROMPTFOO_DIR, "promptfoo")):
+        if any(e.is_dir and e.name == directory for e in entries):
+            suffixes = FRAMEWORKS[kind][0]
+            found += [(f"{prefix}{directory}/{e.name}", e.size) for e in list_dir(root, prefix + directory)
+                      if not e.is_dir and e.name.endswith(suffixes) and not e.name.startswith(".")]
+    return [*sizes.items(), *found]
+
+
+def check_report_budget(root: str | Path, relpath: str) -> None:
+    check_case_budget(relpath or ".", "report", listed_reports(root, relpath), CASE_REPORT_FILES, CASE_REPORT_BYTES)
+
+
 def adapt_reports(
     root: str | Path,
     relpath: str,
@@ -254,7 +305,9 @@ def adapt_trials(root: str | Path, relpath: str, case: Case, *, source_sha: str,
                  selection_sha256: str, fallback_time: float, worker: str | None = None) -> list[CellResult]:
     """The cells of a case directory: one per epoch (repeat) of a framework log that measured a case the
     contract measures several times — its epochs are its trials — else the one cell of :func:`adapt_reports`.
-    A log with more epochs than the case has trials is refused (``export.adapter``)."""
+    A log with more epochs than the case has trials is refused (``export.adapter``); a directory over the
+    report budget, before any report is read (``export.case_budget``)."""
+    check_report_budget(root, relpath)
     if case.trials.repeated:
         runs, _inputs = _framework_reports(root, relpath)
         ordinals = sorted({n for _, (_, run) in runs for n in run.trials(case.key)})
@@ -290,8 +343,9 @@ class _Reader:
     """Reads one cell-results directory into :class:`CellFile` candidates (nothing is trusted yet)."""
 
     def __init__(self, root: Path, cases: Mapping[str, Case], *, source_sha: str, profile: Mapping[str, str],
-                 selection_sha256: str, fallback_time: float) -> None:
+                 selection_sha256: str, fallback_time: float, run_attempts: str = "any") -> None:
         self.root = root
+        self.one_per_trial = run_attempts != "any"
         self.cases = cases
         self.source_sha = source_sha
         self.profile = profile
@@ -302,12 +356,27 @@ class _Reader:
     def cell_file(self, relpath: str, case: str | None, worker: str | None) -> CellFile:
         return CellFile(relpath, case=case, worker=worker, data=self.files.read(relpath, limit=CELL_LIMIT))
 
+    def cell_files(self, relpath: str, documents: Sequence[Entry], key: str | None, worker: str | None) -> list[CellFile]:
+        """The cell results of one directory, once its listing is within the budgets: no more cells than the
+        case has trials when it admits one attempt each (``export.duplicate_cell``, as admission would say after
+        reading them all), and the case-directory cell budget (``export.case_budget``)."""
+        case = self.cases.get(key) if key is not None else None
+        if case is not None and self.one_per_trial and len(documents) > case.trials.count:
+            names = [f"{relpath}/{item.name}" for item in documents]
+            raise Refusal("export.duplicate_cell", f"{relpath} holds {len(documents)} cell results for case {key!r}, "
+                          f"which is measured {case.trials.count} time(s); the trust policy admits one attempt per "
+                          "trial (run-attempts: first-only)", field=key, expected=f"at most {case.trials.count} cell "
+                          "result(s)", actual=names[:10] + ([f"... {len(names) - 10} more"] if len(names) > 10 else []))
+        check_case_budget(relpath, "cell result", [(item.name, item.size) for item in documents], CASE_CELL_FILES,
+                          CASE_CELL_BYTES)
+        return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
+
     def case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
         """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal)."""
         inside = [item for item in list_dir(self.root, relpath) if not item.name.startswith(".")]
         documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
         if documents:
-            return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
+            return self.cell_files(relpath, documents, key, worker)
         if not (_has_reports(inside) or has_reports(self.root, relpath)):
             return []
         case = self.cases.get(key)
@@ -343,7 +412,7 @@ class _Reader:
             inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
             documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
             if documents:
-                files += [self.cell_file(f"{entry.name}/{item.name}", None, None) for item in documents]
+                files += self.cell_files(entry.name, documents, None, None)
                 continue
             if not (_has_reports(inside) or has_reports(self.root, entry.name)):
                 continue
@@ -354,10 +423,15 @@ class _Reader:
             files += self.case_directory(entry.name, entry.name, None)
         return files
 
-    def per_worker(self, artifact_prefix: str, jobs: Sequence[str], *,
+    def per_worker(self, artifact_prefix: str, jobs: Mapping[str, Sequence[tuple[str, int]]], *,
                    require_files: bool = False) -> tuple[list[CellFile], list[str]]:
         """The cell files of every worker artifact, and the workers whose artifact is present."""
         known = set(jobs)
+        cases_of = {job: frozenset(key for key, _trial in units) for job, units in jobs.items()}
+        owner_of: dict[str, str] = {}
+        for name in sorted(jobs):
+            for case_key in cases_of[name]:
+                owner_of.setdefault(case_key, name)
         files: list[CellFile] = []
         present: list[str] = []
         for entry in list_dir(self.root):
@@ -371,7 +445,7 @@ class _Reader:
                               expected=f"{artifact_prefix}<job of the matrix plan>", actual=entry.name)
             assert job is not None
             present.append(job)
-            files += self.worker_artifact(entry.name, job, require_files=require_files)
+            files += self.worker_artifact(entry.name, job, cases_of, owner_of, require_files=require_files)
         return files, present
 
     def worker_record(self, directory: str, job: str, *, require_files: bool) -> None:
@@ -408,11 +482,15 @@ class _Reader:
         check_exact(self.root / directory, {**listed, WORKER_RECORD: sha256_bytes(data)},
                     code="export.worker_artifact", binding=f"the record of worker {job!r}", limit=ARTIFACT_FILE_LIMIT)
 
-    def worker_artifact(self, directory: str, job: str, *, require_files: bool = False) -> list[CellFile]:
-        """The cell files of one worker's artifact. ``require_files``: the artifact must hold its worker record
-        with the list of its files (the campaign template's workers write it; export requires it where
-        collect-cells bound the artifacts), else ``export.worker_artifact``."""
-        files: list[CellFile] = []
+    def worker_artifact(self, directory: str, job: str, cases_of: Mapping[str, frozenset[str]],
+                        owner_of: Mapping[str, str], *, require_files: bool = False) -> list[CellFile]:
+        """The cell files of one worker's artifact. Its worker record is read first: it must name this job and
+        selection, and where it lists the artifact's files the directory must hold exactly those
+        (``require_files``: the list must be there — the campaign template's workers write it, and export
+        requires it where collect-cells bound the artifacts). Then its listing is judged before a file of it is
+        read: an entry named for a case the plan gave only to other jobs is refused as admission would refuse
+        it (``export.cell_origin``), and an artifact with entries for more cases than its job ran is refused
+        (``export.worker_artifact``), so what is read is bounded by the job's own cases and their budgets."""
         entries = list_dir(self.root, directory)
         if any(entry.name == WORKER_RECORD and not entry.is_dir for entry in entries):
             # First: a planted file is refused before anything is read.
@@ -422,6 +500,19 @@ class _Reader:
                           "without the list of the files its worker uploaded, a file extracted beside them could "
                           "not be told apart", field=f"{directory}/{WORKER_RECORD}",
                           expected="the record the campaign template's worker writes", actual="absent")
+        own = cases_of[job]
+        keys = {entry.name.removesuffix(".json") for entry in entries
+                if not entry.name.startswith(".") and entry.name != WORKER_RECORD}
+        for other in sorted(keys - own):
+            if other in owner_of:
+                raise Refusal("export.cell_origin", f"{directory}/{other} is a cell for case {other!r} in the "
+                              f"artifact of worker job {job!r}, but the matrix plan assigned it to "
+                              f"{owner_of[other]!r}", field=f"{other}/worker", expected=owner_of[other], actual=job)
+        if len(keys) > len(own):
+            raise Refusal("export.worker_artifact", f"{directory} holds files for {len(keys)} cases, but the matrix "
+                          f"plan assigned worker job {job!r} {len(own)}", field=directory,
+                          expected=f"<= {len(own)} case entries (<case-key>.json, <case-key>/)", actual=len(keys))
+        files: list[CellFile] = []
         for entry in entries:
             relpath = f"{directory}/{entry.name}"
             if entry.name.startswith(".") or (entry.name == WORKER_RECORD and not entry.is_dir):
@@ -449,10 +540,11 @@ def collect_cells(
     profile: Mapping[str, str],
     selection_sha256: str,
     fallback_time: float,
+    run_attempts: str = "any",
 ) -> list[CellFile]:
     """Every cell-file candidate of the merged layout (admission happens in ``cells.admit``)."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
-                     fallback_time=fallback_time)
+                     fallback_time=fallback_time, run_attempts=run_attempts)
     with reader.files:
         return reader.merged()
 
@@ -462,16 +554,18 @@ def collect_worker_cells(
     cases: Mapping[str, Case],
     *,
     artifact_prefix: str,
-    jobs: Sequence[str],
+    jobs: Mapping[str, Sequence[tuple[str, int]]],
     source_sha: str,
     profile: Mapping[str, str],
     selection_sha256: str,
     fallback_time: float,
+    run_attempts: str = "any",
     require_files: bool = False,
 ) -> tuple[list[CellFile], list[str]]:
     """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present.
-    ``require_files``: every artifact must hold its worker record listing its files (see ``worker_artifact``)."""
+    ``jobs``: the matrix plan's worker jobs, each with the (case, trial) units it runs. ``require_files``:
+    every artifact must hold its worker record listing its files (see ``_Reader.worker_artifact``)."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
-                     fallback_time=fallback_time)
+                     fallback_time=fallback_time, run_attempts=run_attempts)
     with reader.files:
         return reader.per_worker(artifact_prefix, jobs, require_files=require_files)

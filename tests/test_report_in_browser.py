@@ -1,0 +1,56 @@
+"""The files-backend report opens from disk, as a user opens a downloaded publication: a double-click on
+``allure-report/index.html`` (a ``file://`` page). A report in several files fetches its data at load time,
+which browsers refuse for ``file://`` pages: it showed an empty spinner. Checked with headless Chromium (the
+Debian package, installed by scripts/setup.sh for the tests), which renders the page and must show every
+case of the receipt; a screenshot is kept beside the test's files for a person to look at."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_upload import ALLURE, CONTRACT, exported, phase  # noqa: F401 (exported is a fixture)
+
+CHROMIUM = next((path for path in (shutil.which("chromium"), shutil.which("chromium-browser"),
+                                   shutil.which("google-chrome")) if path), None)
+
+pytestmark = [
+    pytest.mark.allure,
+    pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None,
+                       reason="Allure Report 3 is not installed: run `bash scripts/setup.sh` (needs npm)"),
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: `apt-get install chromium` (scripts/setup.sh does "
+                                                "as root)"),
+]
+
+
+def browse(url: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    # --virtual-time-budget lets the page's scripts run to quiet before the DOM or the picture is taken.
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-dev-shm-usage", "--virtual-time-budget=15000", "--window-size=1280,900",
+                           *flags, url], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_report_opened_from_disk_shows_every_case(tmp_path: Path, exported: dict[str, str]) -> None:  # noqa: F811
+    upload = phase("upload", tmp_path, {**exported, "report": "always"})
+    assert upload.exit_code == 0, upload.summary + upload.log
+    report = tmp_path / "state" / "published" / "allure-report"
+    dom = browse((report / "index.html").as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    receipt = json.loads((tmp_path / "state" / "published" / "allure-results-receipt.json").read_text())
+    titles = [CONTRACT.case(row["key"]).title for row in receipt["results"]]
+    assert titles and all(title in dom.stdout for title in titles), (titles, dom.stdout[:2000])
+    # One self-contained page: nothing for the browser to fetch.
+    assert not (report / "data").exists()
+    assert "open `allure-report/index.html`" in upload.summary
+
+    picture = tmp_path / "report-from-disk.png"
+    shot = browse((report / "index.html").as_uri(), f"--screenshot={picture}")
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    # A rendered page, not a blank one: a PNG with many distinct bytes (an empty page compresses to ~5 KB).
+    data = picture.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
