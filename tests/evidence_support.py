@@ -147,6 +147,20 @@ def write_cells(directory: Path, documents: Iterable[Mapping[str, Any]], selecti
     return directory
 
 
+def write_worker_record(directory: Path, job: str, selection_sha256: str) -> Path:
+    """The record a campaign template worker writes last into its artifact: its job, selection, cases and
+    every other file with its SHA-256 (export holds the artifact to exactly those)."""
+    import hashlib
+
+    listed = {str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+              for path in sorted(directory.rglob("*")) if path.is_file() and path.name != "testops-evidence-worker.json"}
+    cases = sorted({name.split("/")[0].removesuffix(".json") for name in listed})
+    record = directory / "testops-evidence-worker.json"
+    record.write_text(json.dumps({"schema": "testops-evidence/worker-record/v1", "job": job,
+                                  "selection-sha256": selection_sha256, "cases": cases, "files": listed}))
+    return record
+
+
 def uuid_factory(prefix: str = "00000000-0000-4000-8000") -> Callable[[], str]:
     counter = itertools.count(1)
     return lambda: f"{prefix}-{next(counter):012d}"

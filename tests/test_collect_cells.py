@@ -19,6 +19,7 @@ from evidence_support import (
     make_selection,
     small_contract,
     write_contract,
+    write_worker_record,
 )
 from helpers import PhaseRun, run_mode
 from servers.github_server import GitHubServer, evaluate_step_name
@@ -161,12 +162,18 @@ def test_export_reads_exactly_the_artifacts_collect_cells_verified(tmp_path: Pat
         for key, _trial in units:
             (directory / f"{key}.json").write_text(json.dumps(bound_to(cell(CONTRACT, key),
                                                                        options["selection-sha256"])))
+        write_worker_record(directory, job, options["selection-sha256"])
     export_options = {**options, "cell-results": str(cells), "results-dir": str(tmp_path / "out")}
     run = run_mode("export", tmp_path, export_options, env)
     assert (run.exit_code, run.outputs["error-code"]) == (3, "export.worker_artifact"), run.summary
     assert "was verified but is missing" in run.failure()["message"]
     last_job = list(JOBS)[2]
     (cells / f"{PREFIX}-cells-1-{last_job}").mkdir()
+    # An artifact without the worker record that lists its files is refused where collect-cells bound it.
+    run = run_mode("export", tmp_path, {**export_options, "results-dir": str(tmp_path / "out2")}, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.worker_artifact"), run.summary
+    assert run.failure()["field"] == f"{PREFIX}-cells-1-{last_job}/testops-evidence-worker.json"
+    write_worker_record(cells / f"{PREFIX}-cells-1-{last_job}", last_job, options["selection-sha256"])
     run = run_mode("export", tmp_path, {**export_options, "results-dir": str(tmp_path / "out2")}, env)
     assert run.exit_code == 1, run.summary  # the third worker's case: not recorded (its artifact held no cell)
     assert "bound to its worker's upload step by collect-cells" in run.summary

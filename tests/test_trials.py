@@ -80,16 +80,23 @@ def export_run(tmp_path: Path, contract: Contract, cells: list[dict[str, Any]], 
         (cell_dir / name).write_text(json.dumps(bound_to(document, digest)))
     if workers is not None:
         options["artifact-prefix"] = "testops-evidence"
-        for job, documents in workers.items():
-            directory = cell_dir / f"testops-evidence-cells-1-{job}"
-            for document in documents:
-                target = directory / document["case"] / f"trial-{document.get('trial', 1)}.json"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(json.dumps(bound_to(document, digest)))
+        write_workers(cell_dir, workers, digest)
     clock = FakeClock(1_796_119_500.0)
     run = run_mode("export", tmp_path, options, env, new_uuid=uuid_factory(), clock=clock.time,
                    monotonic=clock.monotonic, sleep=clock.sleep)
     return run, options
+
+
+def write_workers(cell_dir: Path, workers: dict[str, list[dict[str, Any]]], digest: str) -> dict[str, Path]:
+    """Per-worker artifact directories of ``cell_dir`` (job -> cells), bound to the selection ``digest``."""
+    directories = {}
+    for job, documents in workers.items():
+        directory = directories[job] = cell_dir / f"testops-evidence-cells-1-{job}"
+        for document in documents:
+            target = directory / document["case"] / f"trial-{document.get('trial', 1)}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(bound_to(document, digest)))
+    return directories
 
 
 def case_row(options: dict[str, str], key: str) -> dict[str, Any]:

@@ -64,7 +64,13 @@ def test_upload_then_verify_on_the_files_backend(tmp_path: Path, exported: dict[
     destination = tmp_path / "state" / "published" / "allure-results"
     assert upload.outputs == {"launch-id": "", "launch-url": destination.parent.as_uri(), "uploaded-count": "3",
                               "published": "true", "publication-dir": str(destination.parent),
-                              "publication-name": f"agent-protocol-{RUN_ID}-1", "report-built": "false"}
+                              "publication-name": f"agent-protocol-{RUN_ID}-1", "report-built": "false",
+                              "report-tree-sha256": hashlib.sha256(
+                                  (destination.parent / "testops-evidence-tree.json").read_bytes()).hexdigest()}
+    # The manifest lists every other file of the publication with its digest (pages checks the artifact by it).
+    tree = json.loads((destination.parent / "testops-evidence-tree.json").read_text())
+    assert sorted(tree["files"]) == ["allure-results-receipt.json", *sorted(
+        f"allure-results/{p.name}" for p in destination.iterdir())]
     assert sorted(p.name for p in destination.iterdir()) == sorted(p.name for p in (tmp_path / "allure-results")
                                                                    .iterdir())
     assert (destination.parent / "allure-results-receipt.json").read_bytes() == \
@@ -100,7 +106,8 @@ def test_upload_refuses_a_results_dir_that_differs_from_its_receipt(tmp_path: Pa
     else:
         shutil.copy(victim, results / "ffffffff-result.json")
     run = phase("upload", tmp_path, exported)
-    assert (run.exit_code, run.outputs["error-code"]) == (3, "upload.results_invalid")
+    code = "io.extra_file" if tamper == "add" else "upload.results_invalid"
+    assert (run.exit_code, run.outputs["error-code"]) == (3, code)
     assert not (tmp_path / "state" / "published").exists() or not any((tmp_path / "state" / "published").iterdir())
 
 
@@ -203,8 +210,8 @@ def published(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("tamper", "code", "exit_code"), [
     ("remove", "verify.missing", 4),
     ("change", "verify.mismatch", 3),
-    ("duplicate", "verify.duplicate", 3),
-    ("add", "verify.mismatch", 3),
+    ("duplicate", "io.extra_file", 3),
+    ("add", "io.extra_file", 3),
 ])
 def test_verify_re_reads_and_re_hashes_the_publication(tmp_path: Path, exported: dict[str, str], tamper: str,
                                                        code: str, exit_code: int) -> None:
@@ -334,7 +341,8 @@ def test_the_publication_carries_an_allure_report_whose_statistics_equal_the_rec
     assert upload.exit_code == 0, upload.summary + upload.log
     publication = tmp_path / "state" / "published"
     assert sorted(p.name for p in publication.iterdir()) == ["allure-report", "allure-results",
-                                                             "allure-results-receipt.json", "history.jsonl"]
+                                                             "allure-results-receipt.json", "history.jsonl",
+                                                             "testops-evidence-tree.json"]
     assert upload.outputs["report-built"] == "true"
     assert upload.outputs["launch-url"] == (publication / "allure-report" / "index.html").as_uri()
     receipt = json.loads((publication / "allure-results-receipt.json").read_text())

@@ -514,6 +514,12 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Name a regular file or directory inside its root, without `..`, links, FIFOs or devices; if "
               "another job left a link there, find out why before running again.",
               cause="A path input with `..`, or a symbolic link left by a step or an artifact."),
+        _spec("io.extra_file", _I, "a directory holds a file (or an empty directory) that its binding does not list",
+              "Do not use this directory: it must hold exactly the files its digests bind (the refusal names the "
+              "first extra one). Download the artifact by its id into a fresh, empty directory, and find out "
+              "which step or artifact wrote the extra file there.",
+              cause="An artifact replaced or extracted over another (a worker re-uploading it with more files), a "
+                    "step writing into a downloaded directory, or a directory reused across runs."),
         _spec("io.too_large", _I, "a file is larger than its cap",
               "Check the file the refusal names; if it is genuine, split the campaign (smaller selections) rather "
               "than raise the cap.",

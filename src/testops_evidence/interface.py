@@ -181,7 +181,11 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("pages-dir", "pages: the checked-out GitHub Pages branch the report is written into.", "",
               ("pages",), kind="path"),
     InputSpec("publication-dir", "pages: a files-backend publication (the downloaded report artifact: "
-              "`allure-results/`, its receipt, `allure-report/`).", "", ("pages",), kind="path"),
+              "`allure-results/`, its receipt, `allure-report/`, `history.jsonl` and the manifest "
+              "`testops-evidence-tree.json`).", "", ("pages",), kind="path"),
+    InputSpec("report-tree-sha256", "pages: the publish job's `report-tree-sha256` output (required inside GitHub "
+              "Actions): the publication's manifest is re-hashed against it, and the publication must hold exactly "
+              "the files the manifest lists, each with its digest.", "", ("pages",)),
     InputSpec("pages-keep", "pages: how many reports of the campaign the site keeps (the newest; older ones are "
               "removed).", "20", ("pages",), kind="int"),
     InputSpec("pages-url", "pages: the site's address. Empty: `https://<owner>.github.io/<repository>` on "
@@ -264,10 +268,14 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "the publication directory without one; the campaign template gives the artifact's URL instead).",
                ("launch", "upload")),
     OutputSpec("publication-dir", "upload (files backend): the publication directory to keep as an artifact: "
-               "`allure-results/`, its receipt, `allure-report/` and `history.jsonl`.", ("upload",)),
+               "`allure-results/`, its receipt, `allure-report/`, `history.jsonl` and the manifest "
+               "`testops-evidence-tree.json`.", ("upload",)),
     OutputSpec("publication-name", "upload (files backend): `<campaign>-<run id>-<run attempt>`, for naming its "
                "artifact.", ("upload",)),
     OutputSpec("report-built", "upload (files backend): whether the HTML report was built.", ("upload",)),
+    OutputSpec("report-tree-sha256", "upload (files backend): SHA-256 of the publication's manifest "
+               "(`testops-evidence-tree.json`: every file of `publication-dir` with its digest); pass it to pages.",
+               ("upload",)),
     OutputSpec("selection-path", "select: the selection file written.", ("select",)),
     OutputSpec("selection-sha256", "select: SHA-256 of the selection bytes.", ("select",)),
     OutputSpec("selected-count", "select / verify-selection: number of selected cases.",

@@ -26,7 +26,7 @@ from testops_evidence.evidence import report as report_tool
 from testops_evidence.evidence.publication import RESULTS_NAME, publish_files
 from testops_evidence.evidence.receipt import RESULT_FILE_LIMIT, Receipt
 from testops_evidence.evidence.testplan import match_rows, read_standing_plan
-from testops_evidence.evidence.tree import hash_file, list_dir
+from testops_evidence.evidence.tree import hash_file, refuse_extra, walk_files
 from testops_evidence.safeio import parse_json_bytes, read_safe
 
 PUBLISHED = "published"  # the publication directory in the state dir
@@ -79,7 +79,7 @@ class Backend:
             report.clear()
             report.update(self._report(receipt, temp, options))
 
-        copied = publish_files(results_dir, publication, receipt, receipt.raw, complete)
+        copied, tree = publish_files(results_dir, publication, receipt, receipt.raw, complete)
         if report.get("built"):
             report["index"] = str(publication / REPORT_DIR / "index.html")
             if report.get("history"):
@@ -89,6 +89,7 @@ class Backend:
         context = receipt.document["context"]
         record = {"backend": self.name, "destination": str(destination), "publication-dir": str(publication),
                   "publication-name": f"{receipt.document['campaign']}-{context['run-id']}-{context['run-attempt']}",
+                  "tree-sha256": tree,
                   "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
                   "uploaded-count": len(receipt.results), "files": copied, "counts": dict(receipt.counts),
                   "report": report, "launch-id": None, "launch-url": shown.as_uri()}
@@ -171,12 +172,14 @@ class Backend:
                options: VerifyOptions) -> dict[str, Any]:  # noqa: ARG002 - a local copy needs no depth or deadline
         destination = Path(str(publication["destination"]))
         expected = receipt.expected_files()
-        present = {entry.name for entry in list_dir(destination) if not entry.is_dir}
+        files, empty = walk_files(destination)  # recursive: a file in a subdirectory is read by consumers too
+        present = set(files)
         missing = sorted(set(expected) - present)
         if missing:
             raise Refusal("verify.missing", f"{len(missing)} published file(s) are missing from {destination}",
                           field=missing[0], expected="every receipt file", actual=f"{len(missing)} missing")
-        extra = sorted(present - set(expected))
+        # Nothing the receipt does not list is read, not even to name a duplicate: it is refused first.
+        refuse_extra(destination, [*present, *(f"{name}/" for name in empty)], expected, binding="the receipt")
         names: Counter[str] = Counter()
         for name in sorted(present):
             if name.endswith("-result.json"):
@@ -190,9 +193,6 @@ class Backend:
             raise Refusal("verify.duplicate", f"{duplicated[0]} is published {names[duplicated[0]]} times",
                           field=duplicated[0], expected=f"{allowed.get(duplicated[0], 1)} result(s)",
                           actual=names[duplicated[0]])
-        if extra:
-            raise Refusal("verify.mismatch", f"{destination} holds {len(extra)} file(s) the receipt does not list",
-                          field=extra[0], expected="only the receipt's files", actual=extra[:10])
         for name, digest in sorted(expected.items()):
             actual, _size = hash_file(destination, name, limit=RESULT_FILE_LIMIT)
             if actual != digest:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence.tree import check_exact
 from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -34,6 +35,7 @@ PREDICATE_TYPE = "https://testops-evidence.dev/attestation/publication/v1"
 STATEMENT_NAME = "publication.intoto.json"  # in the state directory
 PREDICATE_NAME = "publication.predicate.json"
 STATEMENT_LIMIT = 64 * 1024 * 1024
+RECEIPT_SUFFIX = "-receipt.json"
 
 
 def subjects(receipt: Any, results_name: str) -> list[dict[str, Any]]:
@@ -100,19 +102,28 @@ def load_statement(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def check_statement(document: Mapping[str, Any], base: Path) -> int:
-    """Every subject, read safely below ``base``, must hash to its digest, and the predicate's receipt digest
-    must be the receipt subject's (``attestation.mismatch``). Returns the number of files checked."""
+    """Every subject, read safely below ``base``, must hash to its digest, the predicate's receipt digest must
+    be the receipt subject's (``attestation.mismatch``), and the results directory must hold exactly the
+    statement's subjects (``io.extra_file``): Allure Report reads every result file there, attested or not.
+    Returns the number of files checked."""
     subjects_by_name = {str(item["name"]): str(item["digest"]["sha256"]) for item in document["subject"]}
-    receipts = [name for name in subjects_by_name if name.endswith("-receipt.json") and "/" not in name]
+    receipts = [name for name in subjects_by_name if name.endswith(RECEIPT_SUFFIX) and "/" not in name]
     if len(receipts) != 1:
         raise _refuse("the attestation names no single export receipt among its subjects", field="subject",
                       expected="one <results>-receipt.json", actual=receipts[:5])
-    if document["predicate"].get("receipt-sha256") != subjects_by_name[receipts[0]]:
+    receipt = receipts[0]
+    if document["predicate"].get("receipt-sha256") != subjects_by_name[receipt]:
         raise _refuse("the predicate's receipt digest is not the receipt subject's", field="predicate/receipt-sha256",
-                      expected=subjects_by_name[receipts[0]], actual=document["predicate"].get("receipt-sha256"))
-    for name, digest in sorted(subjects_by_name.items()):
-        actual = sha256_bytes(read_safe(base, name, limit=STATEMENT_LIMIT))
-        if actual != digest:
-            raise _refuse(f"{name} does not hash to the digest the attestation names", field=name, expected=digest,
-                          actual=actual)
-    return len(subjects_by_name)
+                      expected=subjects_by_name[receipt], actual=document["predicate"].get("receipt-sha256"))
+    results = receipt[:-len(RECEIPT_SUFFIX)]
+    outside = sorted(name for name in subjects_by_name if name != receipt and not name.startswith(f"{results}/"))
+    if outside:
+        raise _refuse(f"the attestation names {outside[0]}, which is neither the receipt nor in {results}/",
+                      field="subject", expected=f"{receipt} and files of {results}/", actual=outside[:5])
+    actual = sha256_bytes(read_safe(base, receipt, limit=STATEMENT_LIMIT))
+    if actual != subjects_by_name[receipt]:
+        raise _refuse(f"{receipt} does not hash to the digest the attestation names", field=receipt,
+                      expected=subjects_by_name[receipt], actual=actual)
+    files = {name[len(results) + 1:]: digest for name, digest in subjects_by_name.items() if name != receipt}
+    return 1 + check_exact(base / results, files, code="attestation.mismatch", binding="the attestation",
+                           limit=STATEMENT_LIMIT)

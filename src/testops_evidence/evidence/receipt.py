@@ -18,7 +18,7 @@ from typing import Any
 
 from testops_evidence.contract import validate_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.tree import hash_file, list_dir
+from testops_evidence.evidence.tree import check_exact
 from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 RECEIPT_SCHEMA = "testops-evidence/export-receipt/v1"
@@ -237,32 +237,11 @@ def bind_receipt(receipt: Receipt, *, campaign: str, contract_sha256: str, live:
 def check_tree(directory: str | os.PathLike[str], receipt: Receipt, code: str, *, hash_files: bool = True) -> int:
     """Refuse ``code`` unless ``directory`` holds exactly the receipt's files with the receipt's digests.
 
-    Returns the number of files checked. Extra files are refused too: whatever is published must be
-    what the export wrote, nothing more.
+    Returns the number of files checked. Extra files, empty directories too, are refused (``io.extra_file``):
+    whatever is published must be what the export wrote, nothing more.
     """
-    expected = receipt.expected_files()
-    present = {}
-    for entry in list_dir(directory):
-        if entry.is_dir:
-            raise Refusal(code, f"{directory} holds a directory {entry.name!r} the receipt does not list",
-                          field=entry.name, expected="only the receipt's files", actual="a directory")
-        present[entry.name] = entry
-    extra = sorted(set(present) - set(expected))
-    if extra:
-        raise Refusal(code, f"{directory} holds {len(extra)} file(s) the receipt does not list", field=extra[0],
-                      expected="only the receipt's files", actual=extra[:10])
-    missing = sorted(set(expected) - set(present))
-    if missing:
-        raise Refusal(code, f"{directory} lacks {len(missing)} file(s) the receipt lists", field=missing[0],
-                      expected="every receipt file", actual=f"{len(missing)} missing")
-    if not hash_files:  # the caller reads each file once through verified_bytes (no check-then-read gap)
-        return len(expected)
-    for name in sorted(expected):
-        digest, _size = hash_file(directory, name, limit=RESULT_FILE_LIMIT)
-        if digest != expected[name]:
-            raise Refusal(code, f"{name} in {directory} does not hash to its receipt digest", field=name,
-                          expected=expected[name], actual=digest)
-    return len(expected)
+    return check_exact(directory, receipt.expected_files(), code=code, binding="the receipt",
+                       limit=RESULT_FILE_LIMIT, hash_files=hash_files)
 
 
 def verified_bytes(directory: str | os.PathLike[str], name: str, expected_sha256: str, code: str) -> bytes:

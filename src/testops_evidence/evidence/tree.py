@@ -4,12 +4,17 @@ Directories are opened component by component with ``O_NOFOLLOW`` and ``dir_fd``
 open descriptor, so a symbolic link planted in an artifact can never redirect a read; links, devices
 and names outside the allowed alphabet are refused rather than skipped, because a skipped entry would
 be evidence silently ignored.
+
+:func:`check_exact` is the one rule for a directory a job binds by digests: it holds exactly the files they
+name, at any depth, and nothing else (``io.extra_file``), because whoever reads it next (Allure Report, a
+Pages site, export) reads every file there, bound or not.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +89,71 @@ def hash_file(root: str | os.PathLike[str], relpath: str, *, limit: int) -> tupl
     """SHA-256 and size of ``root/relpath``, read through the safe opener (streamed, constant memory)."""
     with open_safe(root, relpath, limit=limit) as (fd, st):
         return sha256_fd(fd), st.st_size
+
+
+def walk_files(root: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """Every regular file below ``root`` (relative paths joined with ``/``) and every empty directory, both
+    sorted, walked through :func:`list_dir`: a link, a device or a name outside the allowed alphabet anywhere
+    below refuses the walk (``io.unsafe_path``), and so do more than :data:`MAX_ENTRIES` entries in all."""
+    files: list[str] = []
+    empty: list[str] = []
+    pending = [""]
+    seen = 0
+    while pending:
+        relpath = pending.pop()
+        entries = list_dir(root, relpath)
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            raise Refusal("io.too_large", f"{root} holds more than {MAX_ENTRIES} entries", field="entries",
+                          expected=f"<= {MAX_ENTRIES}", actual="more")
+        if not entries and relpath:
+            empty.append(relpath)
+        for entry in entries:
+            where = f"{relpath}/{entry.name}" if relpath else entry.name
+            if entry.is_dir:
+                pending.append(where)
+            else:
+                files.append(where)
+    return sorted(files), sorted(empty)
+
+
+def refuse_extra(root: str | os.PathLike[str], present: Iterable[str], expected: Iterable[str], *,
+                 binding: str) -> None:
+    """``io.extra_file`` naming the first entry of ``present`` that ``expected`` does not list: a directory
+    holds exactly the files its binding names, because a consumer (Allure Report, a Pages site) reads every
+    file there, bound or not."""
+    allowed = set(expected)
+    extra = sorted(name for name in present if name not in allowed)
+    if extra:
+        raise Refusal("io.extra_file", f"{root} holds {extra[0]}, which {binding} does not list"
+                      + (f" ({len(extra)} such entries)" if len(extra) > 1 else ""), field=extra[0],
+                      expected=f"only the files {binding} lists", actual=extra[:10])
+
+
+def check_exact(root: str | os.PathLike[str], expected: Mapping[str, str], *, code: str, binding: str,
+                limit: int, hash_files: bool = True, unread: Iterable[str] = ()) -> int:
+    """Refuse unless ``root`` holds exactly the files of ``expected`` (relative path -> SHA-256), nothing else
+    (``io.extra_file``: an extra file or empty directory, recursively), none missing and each hashing to its
+    digest (``code``). Links and special files anywhere below are refused by the walk. Returns the number of
+    files. ``hash_files=False`` checks the set alone, for a caller that reads each file once against its
+    digest itself (no check-then-read gap). ``unread``: files that may also be there, which the caller
+    neither reads nor passes on (added after the binding was made)."""
+    files, empty = walk_files(root)
+    skipped = set(unread) - set(expected)
+    files = [name for name in files if name not in skipped]
+    refuse_extra(root, [*files, *(f"{name}/" for name in empty)], expected, binding=binding)
+    missing = sorted(set(expected) - set(files))
+    if missing:
+        raise Refusal(code, f"{root} lacks {missing[0]}, which {binding} lists"
+                      + (f" ({len(missing)} missing)" if len(missing) > 1 else ""), field=missing[0],
+                      expected=f"every file {binding} lists", actual=f"{len(missing)} missing")
+    if hash_files:
+        for name in files:
+            digest, _size = hash_file(root, name, limit=limit)
+            if digest != expected[name]:
+                raise Refusal(code, f"{name} in {root} does not hash to the digest {binding} names", field=name,
+                              expected=expected[name], actual=digest)
+    return len(files)
 
 
 def is_empty_or_absent(path: Path) -> bool:

@@ -95,8 +95,9 @@ def _run(ctx: PhaseContext) -> PhaseResult:
         if workers is None:
             files = collect_cells(cell_dir, **facts)
         else:
-            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix,
-                                                  jobs=workers.jobs, **facts)
+            # Where collect-cells bound the artifacts (the campaign template), each must list its files.
+            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix, jobs=workers.jobs,
+                                                  require_files=workers.collected is not None, **facts)
     if workers is not None and workers.collected is not None:
         _match_collected(workers, present, selection.digest)
     elif not cell_dir_present and any(not case.remote for case in cases):

@@ -1,10 +1,15 @@
 """``pages``: put a files-backend publication's HTML report on a GitHub Pages site, with retention.
 
 The publication comes from another job (the campaign template downloads its report artifact), so it is
-checked again before anything is written: its receipt must hash to the ``receipt-sha256`` that travelled
-as export's output (required inside Actions) and belong to this run and contract, its
+checked again before anything is written: it must hold exactly the files of its manifest
+(``testops-evidence-tree.json``, written by upload), each with its digest, and the manifest must hash to the
+``report-tree-sha256`` that travelled as the publish job's output (an extra file anywhere: ``io.extra_file``;
+a missing or changed one: ``pages.publication``) — so every file of the HTML report that is served, its
+scripts and per-case data included, is the one upload built. Its receipt must hash to the
+``receipt-sha256`` that travelled as export's output and belong to this run and contract, its
 ``allure-results/`` must be exactly the receipt's files with the receipt's digests, and its report's
-statistics must equal the receipt's counts (``pages.publication``). Then :mod:`evidence.site` writes the
+statistics must equal the receipt's counts (``pages.publication``). Both digests are required inside
+Actions. Then :mod:`evidence.site` writes the
 report into the checked-out Pages branch (``pages-dir``) as ``<campaign>/<run id>-<attempt>/``, keeps the
 newest ``pages-keep`` reports of the campaign and rewrites the indexes. Committing and pushing the branch
 is the workflow's (the campaign template's ``pages`` job); this phase needs no token and no network.
@@ -15,10 +20,16 @@ from __future__ import annotations
 from testops_evidence import summary, trust
 from testops_evidence.context import RunContext, is_local, job_context
 from testops_evidence.errors import Refusal, input_error
+from testops_evidence.evidence import attestation, site
 from testops_evidence.evidence import report as report_tool
-from testops_evidence.evidence import site
 from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.publication import RECEIPT_NAME, RESULTS_NAME
+from testops_evidence.evidence.publication import (
+    RECEIPT_NAME,
+    RESULTS_NAME,
+    TREE_LIMIT,
+    TREE_NAME,
+    check_publication_tree,
+)
 from testops_evidence.evidence.receipt import RECEIPT_LIMIT, bind_receipt, check_tree, load_bound_receipt
 from testops_evidence.evidence.selection import read_travelled
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -63,6 +74,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
     # is written, whether or not the workflow ran guard (its actors and visibility are not in the receipt).
     recorded = RunContext.from_json({"actor-id": None, "triggering-actor-id": None, **receipt.document["context"]})
     trust.readmit_recorded(recorded, contract, ctx.mode, receipt_only=True, log=ctx.runtime.log)
+    # The whole artifact — results, receipt, report, history — is bound by the manifest whose digest travelled
+    # as the publish job's output: a file added, missing or changed anywhere in it is refused, never served.
+    tree_sha256, tree_given = read_travelled(publication / TREE_NAME, ctx.settings.string("report-tree-sha256"),
+                                             in_actions=not is_local(ctx.env, local), name="report-tree-sha256",
+                                             limit=TREE_LIMIT)
+    # verify's statement is added to the publication after upload wrote the manifest; pages neither reads
+    # nor serves it (the site gets the report and its history alone).
+    tree_files = check_publication_tree(publication, tree_sha256, "pages.publication",
+                                        unread=(attestation.STATEMENT_NAME, attestation.PREDICATE_NAME))
     files = check_tree(publication / RESULTS_NAME, receipt, "pages.publication")
     report = publication / REPORT_DIR
     stats = report_tool.statistics(report)
@@ -90,6 +110,9 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ("report", summary.link(relative, url) if base else summary.code(relative)),
         ("campaign index", summary.code(f"{contract.campaign}/index.html")),
         ("checked", f"{files} result files against the receipt; the report's statistics equal it"),
+        ("publication", f"exactly the {tree_files} files of its manifest, "
+                        + ("bound by the publish job's report-tree-sha256" if tree_given
+                           else "whose digest was computed here (no report-tree-sha256 was given)")),
         ("kept", f"{len(done.kept)} of at most {keep} reports ({size / 1024 / 1024:.1f} MiB)"),
         ("removed", summary.join((summary.code(name) for name in done.removed), ", ") if done.removed else "none"),
         ("contract", contract_row(ctx, contract)),

@@ -178,7 +178,8 @@ def _outputs(publication: dict[str, Any]) -> dict[str, Any]:
         report = publication.get("report")
         outputs.update({"publication-dir": publication["publication-dir"],
                         "publication-name": publication.get("publication-name", ""),
-                        "report-built": bool(isinstance(report, dict) and report.get("built"))})
+                        "report-built": bool(isinstance(report, dict) and report.get("built")),
+                        "report-tree-sha256": publication.get("tree-sha256") or ""})
     return outputs
 
 

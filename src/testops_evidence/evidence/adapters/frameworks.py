@@ -8,6 +8,11 @@ check *not recorded*), why the log as a whole cannot support a pass (an eval tha
 per-unit usage. Epochs and repeats stay separate trials here; :func:`build_cell` today requires every
 trial to pass.
 
+**A unit is never lost.** A unit the log promised and does not hold breaks every trial and case it could
+belong to: its trial when its case and ordinal are known (a missing epoch of a sample that has others, a
+missing prompt of a test that has others), and every case of the log in every trial when its case is not
+(:attr:`FrameworkRun.lost`) — never a "trial 0" that belongs to no trial, never a case named after an id.
+
 Usage is reported with its coverage: a counter is ``reported`` when every unit of the case recorded it,
 ``partial`` when some did, ``absent`` when none did. The cell's ``usage`` says so: a reported counter is
 an integer, a partial one ``{"value": <sum of the units that recorded it>, "coverage": "partial"}`` (a
@@ -16,6 +21,7 @@ lower bound), an absent one ``{"coverage": "unavailable"}`` — never a zero.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -97,6 +103,10 @@ class FrameworkRun:
     units: tuple[Unit, ...]
     incomplete: str | None = None
     notes: tuple[str, ...] = ()
+    # A unit the log promised whose case it cannot name (an Inspect sample absent with every epoch, whose
+    # case would have come from its own metadata; a promptfoo test absent with every prompt): it could have
+    # measured any case, so no case of any log read with this one can pass.
+    lost: str | None = None
 
     def expected_units(self, case: str) -> list[str]:
         return [unit.name for unit in self.units if unit.case == case]
@@ -126,7 +136,8 @@ class FrameworkRun:
         of its other ordinals are left out; other cases are untouched."""
         others = {unit.name for unit in self.units if unit.case == case and unit.trial != trial}
         return FrameworkRun(self.tool, self.items, tuple(o for o in self.outcomes if o.unit not in others),
-                            tuple(u for u in self.units if u.name not in others), self.incomplete, self.notes)
+                            tuple(u for u in self.units if u.name not in others), self.incomplete, self.notes,
+                            self.lost)
 
 
 def usage_note(report: UsageReport) -> list[str]:
@@ -307,7 +318,13 @@ def framework_cell(case: Case, runs: Sequence[tuple[str, FrameworkRun]], outcome
                               "attempt_id": attempt_id, "origin": origin}
     if not runs:
         return build_cell(case, outcomes, **common)
+    lost = [f"{source}: {other.lost}" for source, other in runs if other.lost]
     run = run_for_case(runs, case.key)
+    if lost:
+        # What a lost unit measured is unknown: every case of these logs stays unproven, in every trial.
+        if run is None:
+            return build_cell(case, outcomes, **common, incomplete="; ".join(lost))
+        run = dataclasses.replace(run, incomplete="; ".join([*([run.incomplete] if run.incomplete else []), *lost]))
     if run is None:
         held = sorted({key for _, other in runs for key in other.cases()})
         shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")

@@ -17,8 +17,10 @@ the case whose key is its id; each of its epochs is a unit. Each score is an out
 (a dict score: one outcome per key, and one for the scorer that passes when every key passes); a score
 ``metadata.check`` names the check explicitly. A score passes when Inspect's own reading of it as a number
 is 1 (``C``, ``true``, ``yes``, ``1``). A sample error or a limit hit is an error outcome; a missing score,
-an invalidated sample, or an epoch the log promised and does not hold leaves the check not recorded; an
-eval whose status is not ``success``, or an invalidated log, cannot support a pass.
+an invalidated sample, or an epoch the log promised and does not hold leaves the check not recorded; a
+sample of ``eval.dataset.sample_ids`` that the log holds in no epoch could have measured any case (its case
+is in its own metadata), so no case of the log can pass; an eval whose status is not ``success``, or an
+invalidated log, cannot support a pass.
 """
 
 from __future__ import annotations
@@ -403,12 +405,24 @@ def to_run(log: InspectLog) -> FrameworkRun:
             outcomes += _score_outcomes(sample, unit, names, base)
     expected_ids = log.sample_ids if log.sample_ids is not None else tuple(dict.fromkeys(s.id for s in log.samples))
     missing = 0
+    absent: list[str] = []
     for sample_id in expected_ids:
+        if sample_id not in case_of:
+            # No epoch of it is in the log, so neither is its metadata: the case it measured is unknown.
+            absent.append(sample_id)
+            missing += log.epochs
+            continue
         for epoch in range(1, log.epochs + 1):
             if (sample_id, epoch) not in present:
                 missing += 1
                 name = f"sample {sample_id} epoch {epoch}"
-                units.append(Unit(case_of.get(sample_id, sample_id), name, epoch, {}))
+                units.append(Unit(case_of[sample_id], name, epoch, {}))
+    lost = None
+    if absent:
+        shown = ", ".join(repr(sample_id) for sample_id in absent[:5]) + (
+            f" and {len(absent) - 5} more" if len(absent) > 5 else "")
+        lost = (f"sample(s) {shown} of the eval's dataset are not in the log in any epoch; the case a sample "
+                "measures is named by its own metadata, so it could be any case of the log")
     incomplete = None
     if log.invalidated:
         incomplete = f"the {TOOL.lower()} of task {log.task!r} is marked invalidated"
@@ -422,4 +436,4 @@ def to_run(log: InspectLog) -> FrameworkRun:
     if edited:
         notes.append(f"{edited} score(s) were edited after the run (Inspect score history)")
     return FrameworkRun(tool=f"{TOOL} v{log.version}", items="score(s)", outcomes=tuple(outcomes), units=tuple(units),
-                        incomplete=incomplete, notes=tuple(notes))
+                        incomplete=incomplete, notes=tuple(notes), lost=lost)

@@ -61,12 +61,13 @@ from testops_evidence.evidence.cells import (
     adapted_cell,
     is_case_scoped,
 )
-from testops_evidence.evidence.tree import Entry, list_dir
+from testops_evidence.evidence.tree import Entry, check_exact, list_dir
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"
 WORKER_RECORD = "testops-evidence-worker.json"
 WORKER_RECORD_SCHEMA = "testops-evidence/worker-record/v1"
+ARTIFACT_FILE_LIMIT = 512 * 1024 * 1024  # the largest report a worker artifact may hold (a promptfoo results file)
 INSPECT_DIR = "inspect-logs"
 PROMPTFOO_DIR = "promptfoo"
 
@@ -422,8 +423,8 @@ class _Reader:
             files += self.case_directory(entry.name, entry.name, None)
         return files
 
-    def per_worker(self, artifact_prefix: str, jobs: Mapping[str, Sequence[tuple[str, int]]]) -> tuple[
-            list[CellFile], list[str]]:
+    def per_worker(self, artifact_prefix: str, jobs: Mapping[str, Sequence[tuple[str, int]]], *,
+                   require_files: bool = False) -> tuple[list[CellFile], list[str]]:
         """The cell files of every worker artifact, and the workers whose artifact is present."""
         known = set(jobs)
         cases_of = {job: frozenset(key for key, _trial in units) for job, units in jobs.items()}
@@ -444,16 +445,21 @@ class _Reader:
                               expected=f"{artifact_prefix}<job of the matrix plan>", actual=entry.name)
             assert job is not None
             present.append(job)
-            files += self.worker_artifact(entry.name, job, cases_of, owner_of)
+            files += self.worker_artifact(entry.name, job, cases_of, owner_of, require_files=require_files)
         return files, present
 
-    def worker_record(self, relpath: str, job: str) -> None:
+    def worker_record(self, directory: str, job: str, *, require_files: bool) -> None:
         """The record a worker leaves beside its cells must name this job and this selection; anything else
-        is an artifact of another worker, campaign or run (``export.worker_artifact``)."""
+        is an artifact of another worker, campaign or run (``export.worker_artifact``). When it lists the
+        artifact's files (``files``: path -> SHA-256, as the campaign template writes it), the directory must
+        hold exactly those, each with its digest: a file that another download extracted into it (a cell
+        planted beside the worker's own) is ``io.extra_file``, never read as the worker's."""
+        relpath = f"{directory}/{WORKER_RECORD}"
         try:
-            document = parse_json_bytes(read_safe(self.root, relpath, limit=CELL_LIMIT), relpath)
+            data = read_safe(self.root, relpath, limit=CELL_LIMIT)
+            document = parse_json_bytes(data, relpath)
         except Refusal:
-            document = None
+            data, document = b"", None
         fields = document if isinstance(document, dict) else {}
         expected = {"schema": WORKER_RECORD_SCHEMA, "job": job, "selection-sha256": self.selection_sha256}
         for name, value in expected.items():
@@ -461,14 +467,39 @@ class _Reader:
                 raise Refusal("export.worker_artifact", f"{relpath} is not the record of worker {job!r} for this "
                               f"selection ({name} differs)", field=f"{relpath}/{name}", expected=value,
                               actual=fields.get(name) if isinstance(fields.get(name), str | int | None) else "?")
+        listed = fields.get("files")
+        if listed is None:
+            if not require_files:
+                return
+            raise Refusal("export.worker_artifact", f"{relpath} does not list the files of its artifact: without "
+                          "the list, a file extracted beside the worker's own could not be told apart",
+                          field=f"{relpath}/files", expected="files: path -> sha256", actual=None)
+        if not (isinstance(listed, dict) and all(isinstance(v, str) for v in listed.values())
+                and WORKER_RECORD not in listed):
+            raise Refusal("export.worker_artifact", f"{relpath} lists its files in another form than path -> "
+                          "SHA-256", field=f"{relpath}/files", expected="an object of path: sha256",
+                          actual=type(listed).__name__)
+        check_exact(self.root / directory, {**listed, WORKER_RECORD: sha256_bytes(data)},
+                    code="export.worker_artifact", binding=f"the record of worker {job!r}", limit=ARTIFACT_FILE_LIMIT)
 
     def worker_artifact(self, directory: str, job: str, cases_of: Mapping[str, frozenset[str]],
-                        owner_of: Mapping[str, str]) -> list[CellFile]:
-        """The cell files of one worker's artifact. Its listing is judged before a file of it is read: an entry
-        named for a case the plan gave only to other jobs is refused as admission would refuse it
-        (``export.cell_origin``), and an artifact with entries for more cases than its job ran is refused
+                        owner_of: Mapping[str, str], *, require_files: bool = False) -> list[CellFile]:
+        """The cell files of one worker's artifact. Its worker record is read first: it must name this job and
+        selection, and where it lists the artifact's files the directory must hold exactly those
+        (``require_files``: the list must be there — the campaign template's workers write it, and export
+        requires it where collect-cells bound the artifacts). Then its listing is judged before a file of it is
+        read: an entry named for a case the plan gave only to other jobs is refused as admission would refuse
+        it (``export.cell_origin``), and an artifact with entries for more cases than its job ran is refused
         (``export.worker_artifact``), so what is read is bounded by the job's own cases and their budgets."""
         entries = list_dir(self.root, directory)
+        if any(entry.name == WORKER_RECORD and not entry.is_dir for entry in entries):
+            # First: a planted file is refused before anything is read.
+            self.worker_record(directory, job, require_files=require_files)
+        elif require_files:
+            raise Refusal("export.worker_artifact", f"{directory} holds no worker record ({WORKER_RECORD}): "
+                          "without the list of the files its worker uploaded, a file extracted beside them could "
+                          "not be told apart", field=f"{directory}/{WORKER_RECORD}",
+                          expected="the record the campaign template's worker writes", actual="absent")
         own = cases_of[job]
         keys = {entry.name.removesuffix(".json") for entry in entries
                 if not entry.name.startswith(".") and entry.name != WORKER_RECORD}
@@ -484,10 +515,7 @@ class _Reader:
         files: list[CellFile] = []
         for entry in entries:
             relpath = f"{directory}/{entry.name}"
-            if entry.name.startswith("."):
-                continue
-            if entry.name == WORKER_RECORD and not entry.is_dir:
-                self.worker_record(relpath, job)
+            if entry.name.startswith(".") or (entry.name == WORKER_RECORD and not entry.is_dir):
                 continue
             stem = entry.name[:-len(".json")] if not entry.is_dir and entry.name.endswith(".json") else None
             key = entry.name if entry.is_dir else stem
@@ -532,10 +560,12 @@ def collect_worker_cells(
     selection_sha256: str,
     fallback_time: float,
     run_attempts: str = "any",
+    require_files: bool = False,
 ) -> tuple[list[CellFile], list[str]]:
     """Every cell-file candidate of the per-worker layout, and the worker jobs whose artifact is present.
-    ``jobs``: the matrix plan's worker jobs, each with the (case, trial) units it runs."""
+    ``jobs``: the matrix plan's worker jobs, each with the (case, trial) units it runs. ``require_files``:
+    every artifact must hold its worker record listing its files (see ``_Reader.worker_artifact``)."""
     reader = _Reader(root, cases, source_sha=source_sha, profile=profile, selection_sha256=selection_sha256,
                      fallback_time=fallback_time, run_attempts=run_attempts)
     with reader.files:
-        return reader.per_worker(artifact_prefix, jobs)
+        return reader.per_worker(artifact_prefix, jobs, require_files=require_files)

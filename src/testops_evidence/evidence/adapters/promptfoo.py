@@ -10,7 +10,10 @@ x repeat) is a unit; each assertion result an outcome named by the assertion's `
 own name for an assertion), else its type, mapped to checks by the shared rules. A result that errored
 (``failureReason`` 2) is an error for every assertion of its test; an assertion the test declares that
 left no result is not recorded; a test promptfoo failed although all its assertions passed (its
-threshold or score) fails them all. Repeats stay separate trials; every one must pass.
+threshold or score) fails them all. Repeats stay separate trials; every one must pass: a case's tests, in the
+order promptfoo numbered them (``testIdx``), are its trials 1, 2, ... A result missing for one prompt of a
+test belongs to that test's case and trial (never to no trial); a test number without any result is a test
+whose case is unknown, so no case of the file can pass.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
     duration = stats.get("durationMs")
     stop_ms = start_ms + int(duration) if start_ms is not None and isinstance(duration, int | float) else start_ms
     seen: set[tuple[int, int]] = set()
-    trials: dict[tuple[str, int], int] = {}  # (case, prompt) -> results so far: the repeat number
+    trials = _trials(results)
     outcomes: list[Outcome] = []
     units: list[Unit] = []
     successes = 0
@@ -79,9 +82,7 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
         seen.add(key)
         _check_flags(result, where)
         successes += 1 if result["success"] else 0
-        case = _case(result["testCase"], result["testIdx"])
-        trial = trials.get((case, result["promptIdx"]), 0) + 1
-        trials[(case, result["promptIdx"])] = trial
+        case, trial = trials[result["testIdx"]]
         provider = (result.get("provider") or {}).get("label") or (result.get("provider") or {}).get("id") or ""
         unit = f"test {result['testIdx']} prompt {result['promptIdx']}" + (f" ({provider})" if provider else "")
         units.append(Unit(case, unit, trial, _usage(result, where)))
@@ -90,16 +91,40 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
     if successes != stats["successes"]:
         raise inconsistent(TOOL, source, f"its stats count {stats['successes']} successes but {successes} results "
                            "succeeded", expected=stats["successes"], actual=successes)
-    # every test ran against every prompt: a result missing for one of them was never run
-    for test in sorted({test for test, _ in seen}):
+    # Every test ran against every prompt: a result missing for one of them was never run, and it belongs to
+    # its test's case and trial (the test's other prompts name them).
+    for test in sorted(trials):
+        case, trial = trials[test]
         for prompt in range(prompts):
             if (test, prompt) not in seen:
-                case = next(u.case for u in units if u.name.startswith(f"test {test} "))
-                units.append(Unit(case, f"test {test} prompt {prompt}", 0, {}))
+                units.append(Unit(case, f"test {test} prompt {prompt}", trial, {}))
     version = (document.get("metadata") or {}).get("promptfooVersion")
     notes = [f"written by promptfoo {version}"] if isinstance(version, str) and version else []
     return FrameworkRun(tool=f"{TOOL} v{summary['version']}", items="assertion result(s)", outcomes=tuple(outcomes),
-                        units=tuple(units), notes=tuple(notes))
+                        units=tuple(units), notes=tuple(notes), lost=_lost(trials))
+
+
+def _trials(results: list[Mapping[str, Any]]) -> dict[int, tuple[str, int]]:
+    """Each test's case and trial: a case's tests (its repeats) in the order promptfoo numbered them, so a
+    test's trial does not depend on the order of the results, nor on a result missing for another prompt."""
+    cases = {result["testIdx"]: _case(result["testCase"], result["testIdx"]) for result in results}
+    ranks: dict[str, int] = {}
+    trials: dict[int, tuple[str, int]] = {}
+    for test in sorted(cases):
+        ranks[cases[test]] = ranks.get(cases[test], 0) + 1
+        trials[test] = (cases[test], ranks[cases[test]])
+    return trials
+
+
+def _lost(trials: Mapping[int, tuple[str, int]]) -> str | None:
+    """promptfoo numbers the tests it runs 0, 1, 2, ...: a number without a result is a test (a repeat) that
+    left none in any prompt, and the case it measured is in that test alone."""
+    gaps = sorted(set(range(max(trials, default=-1) + 1)) - set(trials))
+    if not gaps:
+        return None
+    shown = ", ".join(map(str, gaps[:10])) + (f" and {len(gaps) - 10} more" if len(gaps) > 10 else "")
+    return (f"test(s) {shown} that promptfoo numbered left no result for any prompt; the case a test measures is "
+            "named by the test itself, so it could be any case of the file")
 
 
 def _check_flags(result: Mapping[str, Any], where: str) -> None:
