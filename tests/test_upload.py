@@ -82,7 +82,8 @@ def test_upload_then_verify_on_the_files_backend(tmp_path: Path, exported: dict[
     assert verify.exit_code == 1, verify.summary  # verified, but not every case passed
     assert {k: v for k, v in verify.outputs.items() if not k.startswith("attestation")} == {
         "verified-count": "3", "all-passed": "false", "cost-nanodollars": "", "cost-coverage": "unavailable",
-        "comparison": "", "regressions": "[]"}
+        "comparison": "", "regressions": "[]", "comparison-difference": "",
+        "pass-rate": "0.5", "pass-rate-ci": "[0.0,1.0]"}  # two cases measured once: one passed
     assert "the publication is complete, but not every case passed" in verify.summary
     assert "budget-stop" in verify.summary
 

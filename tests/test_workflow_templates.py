@@ -171,6 +171,9 @@ def test_campaign_wiring() -> None:
     assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
     # pages reads select's compiled contract from the selection artifact, bound by the selection's digest.
     assert pages_step["with"]["selection-sha256"] == "${{ needs.select.outputs.selection-sha256 }}"
+    # pages serves only the publication upload listed, file by file: its manifest's digest travels from publish.
+    assert pages_step["with"]["report-tree-sha256"] == "${{ needs.publish.outputs.report-tree-sha256 }}"
+    assert jobs["publish"]["outputs"]["report-tree-sha256"] == "${{ steps.upload.outputs.report-tree-sha256 }}"
     downloads = {step["with"]["artifact-ids"]: step["with"].get("path") for step in jobs["pages"]["steps"]
                  if step.get("uses", "").startswith("actions/download-artifact@")}
     assert downloads["${{ needs.select.outputs.selection-artifact-id }}"] == "${{ runner.temp }}/testops-evidence-selection"
