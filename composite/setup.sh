@@ -37,8 +37,11 @@ if sys.version_info < (3, 11):
     sys.exit(1)
 interpreter = " ".join((sys.version.split()[0], platform.machine(), sys.platform))
 def key(path):
-    with open(path, "rb") as lock:
-        return hashlib.sha256(lock.read() + interpreter.encode() + b"\n").hexdigest()[:16]
+    try:
+        with open(path, "rb") as lock:
+            return hashlib.sha256(lock.read() + interpreter.encode() + b"\n").hexdigest()[:16]
+    except OSError:  # no uv lock beside the action: pip builds the venv (a missing file is not a missing Python)
+        return "none"
 print(key(sys.argv[1]), key(sys.argv[2]), interpreter)
 print(sys.executable)'
 python=""

@@ -269,7 +269,8 @@ def copy_action(into: Path) -> Path:
     shutil.copytree(ROOT / "act", into / "act", ignore=ignore)
     shutil.copytree(ROOT / "src" / "testops_evidence", into / "src" / "testops_evidence", ignore=ignore)
     (into / "requirements").mkdir()
-    shutil.copy2(ROOT / "requirements" / "runtime.txt", into / "requirements" / "runtime.txt")
+    for lock in ("runtime.txt", "uv.txt"):
+        shutil.copy2(ROOT / "requirements" / lock, into / "requirements" / lock)
     return into
 
 
