@@ -316,6 +316,11 @@ def _mapped(what: str, token: str) -> Iterator[None]:
                       hint="Check GITHUB_API_URL and the runner's network.") from None
     except ValueError as exc:  # a body that starts like JSON but is not
         raise Refusal("github.response_invalid", f"GitHub's answer to {what} is not JSON ({type(exc).__name__})") from None
+    except OverflowError:
+        # A chunked body whose chunk size is negative: urllib3 reads it with int(line, 16), sign included,
+        # and http.client raises on it (found by the long fuzz run on the TestOps client).
+        raise Refusal("github.response_invalid", f"GitHub's answer to {what} broke off: a chunk size that is not "
+                      "a size") from None
     except (AttributeError, TypeError) as exc:
         # PyGithub reads an error body as a JSON object (`output.get("message")`); an error answered with
         # `true` or a list raises from inside it. The answer is what is wrong, so say so with a code.

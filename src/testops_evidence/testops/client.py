@@ -524,6 +524,10 @@ class TestOpsClient:
         except requests.exceptions.RequestException as exc:
             # The answer broke off (truncated body, reset, read timeout while streaming).
             raise _Transport(f"the answer broke off ({type(exc).__name__})", sent=True) from None
+        except (OverflowError, ValueError):
+            # A chunked body whose chunk size is negative ("-99…9"): urllib3 reads the size with int(line, 16),
+            # which takes the sign, and hands it to http.client, which raises (the long fuzz run found it).
+            raise _Transport("the answer broke off (a chunk size that is not a size)", sent=True) from None
         return b"".join(chunks)
 
     def _too_large(self, method: str, clean: str, status: int, size: str) -> Refusal:
