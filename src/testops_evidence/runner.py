@@ -308,19 +308,27 @@ def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDi
     runtime.set_output("error-code", refusal.code)
     if not runtime.prints_summary:  # a terminal gets the refusal once, as the section below (on stderr)
         runtime.annotate("error", str(refusal), title=refusal.code)
-    where = ""
-    runtime.refusal = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
-    if state is not None:
-        document = {"mode": mode, **refusal.to_json()}
-        try:
-            written = state.write_failure(_scrub_document(document, runtime))
-            where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n"
-        except (Refusal, OSError) as exc:
-            runtime.annotate("warning", f"failure.json could not be written: {exc}")
+    written = record_refusal(mode, refusal, runtime, state)
+    where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n" if written is not None else ""
     runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where,
                     refusal=True)
     keep_summary(state, mode, runtime)
     return refusal.exit_code
+
+
+def record_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> Path | None:
+    """The one writer of a refusal's record: ``failure.json`` in the state dir and the ``refusal`` of ``--json``,
+    both scrubbed by the runtime (a phase that reports a refusal beside its outputs, as reconcile does, calls
+    this too, so no failure.json bypasses the mask). Returns failure.json's path, or None when none was written."""
+    document = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
+    runtime.refusal = document
+    if state is None:
+        return None
+    try:
+        return state.write_failure(document)
+    except (Refusal, OSError) as exc:
+        runtime.annotate("warning", f"failure.json could not be written: {exc}")
+        return None
 
 
 SUMMARY_COPY_LIMIT = 1024 * 1024  # GitHub's own limit for one step's summary

@@ -1,0 +1,127 @@
+"""Hostile input, round three, second red team (issue 24): attacks on what this round added — the terminal's
+plain text, ``--json``, the campaign statistics and the baseline receipts they read. Each failed on the main
+this pass started from and passes now.
+
+1. A baseline receipt whose pass-rate counts no trial backs (2**40 passed) was accepted: the comparison, the
+   per-case flags and the trend computed from figures nothing measured (``export.receipt`` now).
+2. An escape sequence (ANSI, OSC 8, OSC 0, a clear-screen) in text the runtime printed outside Actions
+   reached the terminal raw: log lines, annotations, group titles and the plain-text summary now show it as
+   Control Pictures.
+3. reconcile's own refusal (``reconcile.unresolved``, reported beside its outputs) wrote failure.json past the
+   runtime's scrub and left ``--json`` without its refusal.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from test_previous import cell, contract_of, document, earlier_export, trial_cell
+from test_testops_phases import (  # noqa: F401 - fixtures
+    TOKEN,
+    Phases,
+    clock,
+    github,
+    launch_phases,
+    server,
+)
+from testops_evidence.actions import Runtime
+from testops_evidence.errors import Refusal
+from testops_evidence.evidence.receipt import receipt_from_bytes
+from testops_evidence.runner import PhaseContext, run_phase
+
+# --- 1. pass-rate counts no trial backs ------------------------------------------------------------------
+
+
+@pytest.fixture
+def baseline(tmp_path: Path) -> dict[str, object]:
+    contract = contract_of(document(flaky={"count": 3, "verdict": {"at-least": 1}, "jobs": "per-case"}))
+    path = earlier_export(tmp_path, contract, [*[trial_cell(contract, "flaky", n) for n in (1, 2, 3)],
+                                               cell(contract, "steady")])
+    receipt: dict[str, object] = json.loads(path.read_text())
+    receipt_from_bytes(json.dumps(receipt).encode(), "honest")  # the honest receipt is read
+    return receipt
+
+
+def row(receipt: dict[str, object], key: str) -> dict[str, object]:
+    rows = receipt["results"]
+    assert isinstance(rows, list)
+    found: dict[str, object] = next(r for r in rows if r["key"] == key)
+    return found
+
+
+def test_1_pass_rate_counts_that_no_trial_backs_are_refused(baseline: dict[str, object]) -> None:
+    rate = row(baseline, "flaky")["pass-rate"]
+    assert isinstance(rate, dict) and rate["passed"] == 3
+    rate.update(passed=2**40, failed=2**40)
+    with pytest.raises(Refusal) as refused:
+        receipt_from_bytes(json.dumps(baseline).encode(), "forged")
+    assert refused.value.code == "export.receipt" and refused.value.field == "flaky/pass-rate"
+    assert refused.value.expected == {"passed": 3, "failed": 0, "broken": 0}
+
+
+def test_1_a_pass_rate_on_a_case_measured_once_is_refused(baseline: dict[str, object]) -> None:
+    # A row without trials and policy was never checked: its pass rate was taken as given.
+    row(baseline, "steady")["pass-rate"] = {"passed": 2**40, "failed": 0, "broken": 0, "rate": 1.0,
+                                            "wilson-95": None}
+    with pytest.raises(Refusal) as refused:
+        receipt_from_bytes(json.dumps(baseline).encode(), "forged")
+    assert refused.value.code == "export.receipt" and refused.value.field == "steady/trials"
+
+
+# --- 2. escape sequences on a terminal -----------------------------------------------------------------------
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07\x9b31m\rover"
+
+
+@pytest.mark.parametrize("summary_file", [False, True])
+def test_2_no_escape_sequence_reaches_a_terminal(tmp_path: Path, summary_file: bool) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    runtime = Runtime({}, stdout=out, stderr=err, summary_file=str(tmp_path / "s.md") if summary_file else None)
+    runtime.log(f"retrying: {ESCAPES}")
+    runtime.annotate("warning", f"the report says {ESCAPES}", title=f"title {ESCAPES}")
+    with runtime.group(f"group {ESCAPES}"):
+        pass
+    runtime.summary("```\n" + ESCAPES + "\n```\n")  # a fenced block is shown as written
+    printed = out.getvalue() + err.getvalue()
+    assert not any(ch in printed for ch in "\x1b\x07\x9b\r"), repr(printed)
+    assert "␛]8;;https://evil.example/␇click" in printed and "␍over" in printed
+    if summary_file:  # the summary file is Markdown for GitHub: its bytes are what was written
+        assert "\x1b[2J" in (tmp_path / "s.md").read_text()
+
+
+def test_2_inside_actions_the_log_is_left_to_the_runner() -> None:
+    out = io.StringIO()
+    Runtime({"GITHUB_ACTIONS": "true"}, stdout=out).log("\x1b[31mred\x1b[0m")  # the runner renders colours
+    assert out.getvalue() == "\x1b[31mred\x1b[0m\n"
+
+
+# --- 3. reconcile's refusal under --json ---------------------------------------------------------------------
+
+
+def test_3_reconciles_refusal_is_in_the_json_document_and_failure_json_is_scrubbed(
+        launch_phases: Phases, server: object) -> None:  # noqa: F811 - the fixtures imported above
+    server.fail("POST", "/testplan/340/run", "status", status=503)  # type: ignore[attr-defined]
+    assert launch_phases.run("launch").outputs["error-code"] == "testops.http_503"
+    env = {**launch_phases.runner_env, "ALLURE_TOKEN": TOKEN}
+    state = launch_phases.tmp_path / "state"
+    out, err = io.StringIO(), io.StringIO()
+    runtime = Runtime(env, stdout=out, stderr=err, json_output=True,
+                      summary_file=str(launch_phases.tmp_path / "reconcile.md"))
+    # A secret the failure must not hold: the stage name reconcile names stands in for any text it reports.
+    runtime.mask("launch")
+
+    def factory(**kwargs: object) -> PhaseContext:
+        return PhaseContext(**kwargs, clock=launch_phases.clock.time, monotonic=launch_phases.clock.monotonic,
+                            sleep=launch_phases.clock.sleep)  # type: ignore[arg-type]
+
+    code = run_phase("reconcile", {"contract": str(launch_phases.contract), "state-dir": str(state)}, env,
+                     runtime, context_factory=factory)
+    assert code == 4
+    assert runtime.refusal is not None and runtime.refusal["code"] == "reconcile.unresolved"
+    failure = (state / "failure.json").read_text()
+    assert json.loads(failure)["code"] == "reconcile.unresolved"
+    assert "launch" not in failure and "launch" not in json.dumps(runtime.refusal)
