@@ -125,3 +125,28 @@ def test_3_reconciles_refusal_is_in_the_json_document_and_failure_json_is_scrubb
     failure = (state / "failure.json").read_text()
     assert json.loads(failure)["code"] == "reconcile.unresolved"
     assert "launch" not in failure and "launch" not in json.dumps(runtime.refusal)
+
+
+# --- 4. the cell phase reads reports within the case budget ----------------------------------------------------
+
+
+def test_4_the_cell_phase_refuses_reports_past_the_case_budget_before_reading_them(tmp_path: Path) -> None:
+    from evidence_support import actions_env, small_contract, write_contract
+    from helpers import run_mode
+    from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT
+    from testops_evidence.evidence.adapters.layout import CASE_REPORT_BYTES
+
+    # Each result under its own cap (8 MiB), together past the case's 512 MiB: sparse files, no disk used.
+    # Before, the cell phase read every one of them into memory before it parsed the first.
+    results = tmp_path / "allure-results"
+    results.mkdir()
+    count = CASE_REPORT_BYTES // RESULT_LIMIT + 1
+    for index in range(count):
+        with (results / f"{index:04d}-result.json").open("wb") as handle:
+            handle.truncate(RESULT_LIMIT)
+    contract = write_contract(small_contract(), tmp_path / "contract.json")
+    env = {**actions_env(), "TESTOPS_EVIDENCE_SELECTION_SHA256": "5e1ec7" + "0" * 58}
+    run = run_mode("cell", tmp_path, {"contract": str(contract), "case": "budget-stop", "allure-results": str(results),
+                                      "out": str(tmp_path / "cell.json")}, env)
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "export.case_budget"), run.summary
+    assert "cell reads at most" in run.summary and not (tmp_path / "cell.json").exists()
