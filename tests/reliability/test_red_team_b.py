@@ -150,3 +150,28 @@ def test_4_the_cell_phase_refuses_reports_past_the_case_budget_before_reading_th
                                       "out": str(tmp_path / "cell.json")}, env)
     assert (run.exit_code, run.outputs["error-code"]) == (3, "export.case_budget"), run.summary
     assert "cell reads at most" in run.summary and not (tmp_path / "cell.json").exists()
+
+
+# --- 5. transport tuning variables the runner sets --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("TESTOPS_EVIDENCE_READ_TIMEOUT", "inf"),         # OverflowError (the watchdog's timer)
+    ("TESTOPS_EVIDENCE_CONNECT_TIMEOUT", "1e400"),    # the same, as a float() spelling of infinity
+    ("TESTOPS_EVIDENCE_READ_TIMEOUT", "1e300"),       # finite, still past what a timer can hold
+    ("TESTOPS_EVIDENCE_READ_TIMEOUT", "0"),           # ValueError from requests: no timeout of 0
+    ("TESTOPS_EVIDENCE_CONNECT_TIMEOUT", "0"),
+    ("TESTOPS_EVIDENCE_RATE_LIMIT", "1e-320"),        # 1 / rate overflows: NaN, or a wait without end
+    ("TESTOPS_EVIDENCE_RATE_LIMIT", "inf"),
+    ("TESTOPS_EVIDENCE_MAX_RETRIES", "\u0663"),       # an Arabic-Indic 3, taken by int()
+    ("TESTOPS_EVIDENCE_READ_TIMEOUT", "1_0"),         # float() reads it as 10
+    ("TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES", "0"),
+])
+def test_5_a_transport_tuning_value_the_client_cannot_use_is_an_input_refusal(
+        launch_phases: Phases, variable: str, value: str) -> None:  # noqa: F811 - the fixture imported above
+    run = launch_phases.run("launch", env={variable: value})
+    code = f"input.{variable.lower().replace('_', '-')}"
+    assert (run.exit_code, run.outputs.get("error-code")) == (2, code), run.summary
+    failure = run.failure()
+    assert failure is not None and failure["actual"] == value and "ASCII digits" in failure["message"]
+    assert not launch_phases.server.mutations()
