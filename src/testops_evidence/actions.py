@@ -187,8 +187,17 @@ class Runtime:
             record = f"{name}<<{delim}\n{text}\n{delim}\n"
         else:
             record = f"{name}={text}\n"
-        with open(self._output_path, "a", encoding="utf-8") as handle:
-            handle.write(record)
+        try:
+            with open(self._output_path, "a", encoding="utf-8") as handle:
+                handle.write(record)
+        except OSError as exc:
+            # A later step would miss this output (a digest, the error code): the step must fail, with a code,
+            # not with a traceback and Python's exit code 1 ("cases failed").
+            from testops_evidence.errors import Refusal
+
+            raise Refusal("io.write_failed", f"the step output {name} could not be written to GITHUB_OUTPUT "
+                          f"({exc.strerror or type(exc).__name__})", field="GITHUB_OUTPUT",
+                          expected="a file the step can append to", actual=self._output_path) from None
 
     @property
     def prints_summary(self) -> bool:

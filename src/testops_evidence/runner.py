@@ -280,8 +280,11 @@ def run_phase(
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
         return report_refusal(mode, internal, runtime, kept)
 
-    for name, value in result.outputs.items():
-        runtime.set_output(name, value)
+    try:
+        for name, value in result.outputs.items():
+            runtime.set_output(name, value)
+    except Refusal as refusal:
+        return report_refusal(mode, refusal, runtime, kept)
     runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
                     + result.summary)
     keep_summary(kept, mode, runtime)
@@ -305,7 +308,10 @@ def _fail_on_failed(settings: Settings) -> bool:
 
 def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> int:
     """Outputs ``error-code``, an ``::error`` annotation, a summary section and ``failure.json``."""
-    runtime.set_output("error-code", refusal.code)
+    try:
+        runtime.set_output("error-code", refusal.code)
+    except Refusal as unwritable:  # GITHUB_OUTPUT itself failed: the annotation and failure.json still say it
+        runtime.annotate("warning", unwritable.message)
     if not runtime.prints_summary:  # a terminal gets the refusal once, as the section below (on stderr)
         runtime.annotate("error", str(refusal), title=refusal.code)
     written = record_refusal(mode, refusal, runtime, state)

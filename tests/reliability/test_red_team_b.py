@@ -175,3 +175,36 @@ def test_5_a_transport_tuning_value_the_client_cannot_use_is_an_input_refusal(
     failure = run.failure()
     assert failure is not None and failure["actual"] == value and "ASCII digits" in failure["message"]
     assert not launch_phases.server.mutations()
+
+
+# --- 6. a GITHUB_OUTPUT the step cannot write ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_6_an_unwritable_github_output_is_io_write_failed_not_a_traceback(
+        launch_phases: Phases, server: object, fails: bool) -> None:  # noqa: F811 - the fixtures imported above
+    if fails:  # the refusal's own error-code output cannot be written either
+        server.fail("POST", "/testplan/340/run", "status", status=503)  # type: ignore[attr-defined]
+    output = launch_phases.tmp_path / "output-is-a-directory"
+    output.mkdir()
+    summary_file = launch_phases.tmp_path / "summary.md"
+    env = {**launch_phases.runner_env, "ALLURE_TOKEN": TOKEN, "GITHUB_ACTIONS": "true",
+           "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary_file)}
+    state = launch_phases.tmp_path / "state"
+    out = io.StringIO()
+    runtime = Runtime(env, stdout=out)
+
+    def factory(**kwargs: object) -> PhaseContext:
+        return PhaseContext(**kwargs, clock=launch_phases.clock.time, monotonic=launch_phases.clock.monotonic,
+                            sleep=launch_phases.clock.sleep)  # type: ignore[arg-type]
+
+    code = run_phase("launch", {"contract": str(launch_phases.contract), "state-dir": str(state)}, env, runtime,
+                     context_factory=factory)  # before: IsADirectoryError out of run_phase, Python's exit code 1
+    failure = json.loads((state / "failure.json").read_text())
+    if fails:
+        assert (code, failure["code"]) == (4, "testops.http_503")
+        assert "::warning::the step output error-code could not be written to GITHUB_OUTPUT" in out.getvalue()
+    else:
+        assert (code, failure["code"]) == (4, "io.write_failed"), out.getvalue()
+        assert failure["field"] == "GITHUB_OUTPUT" and "launch-id" in failure["message"]
+        assert "`io.write_failed`" in summary_file.read_text()
