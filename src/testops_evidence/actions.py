@@ -51,6 +51,17 @@ def encodable(text: str) -> str:
 _TERMINAL_TABLE: dict[int, str] = {}
 
 
+def inert_lines(text: str) -> str:
+    """``text`` for the Actions log with no line the runner would take as a workflow command: a line that starts
+    (after spaces) with ``::`` or the legacy ``##[`` gets a WORD JOINER in front, and a carriage return, which
+    the runner also splits lines at, is shown as ``␍``. A workflow path, a branch or a server's words logged in
+    a line of ours could otherwise set an output (``::set-output``), stop command processing or add a mask."""
+    if "::" not in text and "##[" not in text and "\r" not in text:
+        return text
+    lines = text.replace("\r", "\u240d").split("\n")
+    return "\n".join("\u2060" + line if line.lstrip().startswith(("::", "##[")) else line for line in lines)
+
+
 def for_terminal(text: str) -> str:
     """``text`` as a terminal may receive it: C0 controls but line feed and tab, DEL and the C1 controls shown
     as their Control Pictures (``␛``) or ``�``. An escape sequence in a server's answer, a file name or a
@@ -140,7 +151,7 @@ class Runtime:
     def log(self, message: str) -> None:
         stream = self._err if self.json_output else self._out
         message = self.scrub(message)
-        stream.write((message if self.in_actions else for_terminal(message)) + "\n")
+        stream.write((inert_lines(message) if self.in_actions else for_terminal(message)) + "\n")
         stream.flush()
 
     def annotate(self, level: str, message: str, *, title: str | None = None) -> None:

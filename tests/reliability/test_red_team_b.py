@@ -208,3 +208,14 @@ def test_6_an_unwritable_github_output_is_io_write_failed_not_a_traceback(
         assert (code, failure["code"]) == (4, "io.write_failed"), out.getvalue()
         assert failure["field"] == "GITHUB_OUTPUT" and "launch-id" in failure["message"]
         assert "`io.write_failed`" in summary_file.read_text()
+
+
+def test_2_no_line_of_a_log_message_is_a_workflow_command_inside_actions() -> None:
+    out = io.StringIO()
+    runtime = Runtime({"GITHUB_ACTIONS": "true"}, stdout=out)
+    runtime.log("run 7 of .github/workflows/a.yml\n::set-output name=selection-sha256::" + "0" * 64
+                + "\n  ::stop-commands::x\r::add-mask::y\n##[set-output name=a;]b")
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if line.lstrip().startswith(("::", "##["))], lines
+    assert lines[1] == "\u2060::set-output name=selection-sha256::" + "0" * 64
+    assert "\u240d::add-mask::y" in lines[2]
