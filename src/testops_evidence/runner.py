@@ -347,7 +347,12 @@ def keep_summary(state: StateDir | None, mode: str, runtime: Runtime) -> None:
     (no pathlib), because worker phases start near a bare interpreter's time."""
     if state is None or not runtime.summary_written:
         return
-    text = "".join(runtime.summary_written).encode("utf-8")[:SUMMARY_COPY_LIMIT]
+    text = "".join(runtime.summary_written).encode("utf-8")
+    if len(text) > SUMMARY_COPY_LIMIT:
+        # Cut at the last line break before the limit, as the step summary itself is: a cut inside a character
+        # left a copy that a strict UTF-8 reader cannot open.
+        text = text[:SUMMARY_COPY_LIMIT]
+        text = text[:text.rfind(b"\n") + 1]
     try:
         state.check()
         directory = os.path.join(state.location, "summaries")

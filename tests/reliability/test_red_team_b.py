@@ -219,3 +219,21 @@ def test_2_no_line_of_a_log_message_is_a_workflow_command_inside_actions() -> No
     assert not [line for line in lines if line.lstrip().startswith(("::", "##["))], lines
     assert lines[1] == "\u2060::set-output name=selection-sha256::" + "0" * 64
     assert "\u240d::add-mask::y" in lines[2]
+
+
+# --- 7. the kept copy of a long summary ----------------------------------------------------------------------------
+
+
+def test_7_the_kept_copy_of_a_summary_past_its_limit_is_valid_utf_8(tmp_path: Path) -> None:
+    from testops_evidence.runner import SUMMARY_COPY_LIMIT, keep_summary
+    from testops_evidence.safeio import StateDir
+
+    runtime = Runtime({}, stdout=io.StringIO(), summary_file=str(tmp_path / "summary.md"))
+    line = "| ✅ | " + "é" * 60 + " |\n"  # two-byte characters: a cut by bytes lands inside one
+    while sum(len(part.encode()) for part in runtime.summary_written) <= SUMMARY_COPY_LIMIT:
+        runtime.summary(line * 500)
+    state = StateDir(str(tmp_path / "state"), workspace=str(tmp_path))
+    keep_summary(state, "export", runtime)
+    kept = (tmp_path / "state" / "summaries" / "export.md").read_bytes()
+    assert len(kept) <= SUMMARY_COPY_LIMIT and kept.endswith(b" |\n")
+    kept.decode("utf-8")  # strict: before, the last character was cut in two
