@@ -7,8 +7,13 @@ this pass started from and passes now.
 2. An escape sequence (ANSI, OSC 8, OSC 0, a clear-screen) in text the runtime printed outside Actions
    reached the terminal raw: log lines, annotations, group titles and the plain-text summary now show it as
    Control Pictures.
+   Inside Actions a logged line starting with ``::`` was a workflow command; it is now inert.
 3. reconcile's own refusal (``reconcile.unresolved``, reported beside its outputs) wrote failure.json past the
    runtime's scrub and left ``--json`` without its refusal.
+4. ``cell`` read every Allure result it was given into memory (65 of 8 MiB: 596 MB) before any budget.
+5. Transport tuning variables: ``inf``, ``1e300``, ``0``, a rate of ``1e-320`` ended in ``internal.error``.
+6. An unwritable ``GITHUB_OUTPUT`` escaped as a traceback with Python's exit code 1 ("cases failed").
+7. The state dir's copy of a summary past 1 MiB was cut inside a character.
 """
 
 from __future__ import annotations
