@@ -48,6 +48,34 @@ def encodable(text: str) -> str:
     return text
 
 
+_TERMINAL_TABLE: dict[int, str] = {}
+
+
+def inert_lines(text: str) -> str:
+    """``text`` for the Actions log with no line the runner would take as a workflow command: a line that starts
+    (after spaces) with ``::`` or the legacy ``##[`` gets a WORD JOINER in front, and a carriage return, which
+    the runner also splits lines at, is shown as ``␍``. A workflow path, a branch or a server's words logged in
+    a line of ours could otherwise set an output (``::set-output``), stop command processing or add a mask."""
+    if "::" not in text and "##[" not in text and "\r" not in text:
+        return text
+    lines = text.replace("\r", "\u240d").split("\n")
+    return "\n".join("\u2060" + line if line.lstrip().startswith(("::", "##[")) else line for line in lines)
+
+
+def for_terminal(text: str) -> str:
+    """``text`` as a terminal may receive it: C0 controls but line feed and tab, DEL and the C1 controls shown
+    as their Control Pictures (``␛``) or ``�``. An escape sequence in a server's answer, a file name or a
+    report (ANSI colours, an OSC 8 link, a title change, a clear-screen) would otherwise act on the terminal of
+    whoever reads the log, instead of being read; a carriage return would overwrite the line before it."""
+    if text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():  # the common line: no table
+        return text
+    if not _TERMINAL_TABLE:
+        _TERMINAL_TABLE.update({c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)})
+        _TERMINAL_TABLE[0x7F] = "\u2421"
+        _TERMINAL_TABLE.update({c: "\ufffd" for c in range(0x80, 0xA0)})
+    return text.translate(_TERMINAL_TABLE)
+
+
 def format_output_value(value: Any) -> str:
     """Outputs are strings; structured values become one-line JSON, booleans ``true``/``false``."""
     if isinstance(value, bool):
@@ -122,7 +150,8 @@ class Runtime:
     # --- logging -----------------------------------------------------------------------------------
     def log(self, message: str) -> None:
         stream = self._err if self.json_output else self._out
-        stream.write(self.scrub(message) + "\n")
+        message = self.scrub(message)
+        stream.write((inert_lines(message) if self.in_actions else for_terminal(message)) + "\n")
         stream.flush()
 
     def annotate(self, level: str, message: str, *, title: str | None = None) -> None:
@@ -135,7 +164,7 @@ class Runtime:
             self._out.flush()
         else:  # a diagnostic: stderr, as a terminal user (and a shell pipe) expects
             head = f"{level}" + (f" [{self.scrub(title)}]" if title else "")
-            self._err.write(f"{head}: {message}\n")
+            self._err.write(for_terminal(f"{head}: {message}") + "\n")
             self._err.flush()
 
     def debug(self, message: str) -> None:
@@ -169,8 +198,17 @@ class Runtime:
             record = f"{name}<<{delim}\n{text}\n{delim}\n"
         else:
             record = f"{name}={text}\n"
-        with open(self._output_path, "a", encoding="utf-8") as handle:
-            handle.write(record)
+        try:
+            with open(self._output_path, "a", encoding="utf-8") as handle:
+                handle.write(record)
+        except OSError as exc:
+            # A later step would miss this output (a digest, the error code): the step must fail, with a code,
+            # not with a traceback and Python's exit code 1 ("cases failed").
+            from testops_evidence.errors import Refusal
+
+            raise Refusal("io.write_failed", f"the step output {name} could not be written to GITHUB_OUTPUT "
+                          f"({exc.strerror or type(exc).__name__})", field="GITHUB_OUTPUT",
+                          expected="a file the step can append to", actual=self._output_path) from None
 
     @property
     def prints_summary(self) -> bool:
@@ -194,7 +232,7 @@ class Runtime:
             from testops_evidence.terminal import plain
 
             stream = self._err if refusal or self.json_output else self._out
-            stream.write(plain(markdown))
+            stream.write(for_terminal(plain(markdown)))
             stream.flush()
             return
         if self._summary_truncated:
@@ -233,7 +271,8 @@ class _Group:
 
     def __enter__(self) -> None:
         runtime = self._runtime
-        runtime._out.write(f"::group::{escape_data(self._title)}\n" if runtime.in_actions else f"== {self._title}\n")
+        runtime._out.write(f"::group::{escape_data(self._title)}\n" if runtime.in_actions
+                           else f"== {for_terminal(self._title)}\n")
         runtime._out.flush()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,

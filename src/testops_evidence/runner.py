@@ -280,8 +280,11 @@ def run_phase(
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
         return report_refusal(mode, internal, runtime, kept)
 
-    for name, value in result.outputs.items():
-        runtime.set_output(name, value)
+    try:
+        for name, value in result.outputs.items():
+            runtime.set_output(name, value)
+    except Refusal as refusal:
+        return report_refusal(mode, refusal, runtime, kept)
     runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
                     + result.summary)
     keep_summary(kept, mode, runtime)
@@ -305,22 +308,33 @@ def _fail_on_failed(settings: Settings) -> bool:
 
 def report_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> int:
     """Outputs ``error-code``, an ``::error`` annotation, a summary section and ``failure.json``."""
-    runtime.set_output("error-code", refusal.code)
+    try:
+        runtime.set_output("error-code", refusal.code)
+    except Refusal as unwritable:  # GITHUB_OUTPUT itself failed: the annotation and failure.json still say it
+        runtime.annotate("warning", unwritable.message)
     if not runtime.prints_summary:  # a terminal gets the refusal once, as the section below (on stderr)
         runtime.annotate("error", str(refusal), title=refusal.code)
-    where = ""
-    runtime.refusal = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
-    if state is not None:
-        document = {"mode": mode, **refusal.to_json()}
-        try:
-            written = state.write_failure(_scrub_document(document, runtime))
-            where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n"
-        except (Refusal, OSError) as exc:
-            runtime.annotate("warning", f"failure.json could not be written: {exc}")
+    written = record_refusal(mode, refusal, runtime, state)
+    where = f"\n{summary.code(written, limit=None)} holds the same facts as JSON.\n" if written is not None else ""
     runtime.summary(summary.refusal_section(refusal, mode, state.started if state is not None else None) + where,
                     refusal=True)
     keep_summary(state, mode, runtime)
     return refusal.exit_code
+
+
+def record_refusal(mode: str, refusal: Refusal, runtime: Runtime, state: StateDir | None) -> Path | None:
+    """The one writer of a refusal's record: ``failure.json`` in the state dir and the ``refusal`` of ``--json``,
+    both scrubbed by the runtime (a phase that reports a refusal beside its outputs, as reconcile does, calls
+    this too, so no failure.json bypasses the mask). Returns failure.json's path, or None when none was written."""
+    document = _scrub_document({"mode": mode, **refusal.to_json()}, runtime)
+    runtime.refusal = document
+    if state is None:
+        return None
+    try:
+        return state.write_failure(document)
+    except (Refusal, OSError) as exc:
+        runtime.annotate("warning", f"failure.json could not be written: {exc}")
+        return None
 
 
 SUMMARY_COPY_LIMIT = 1024 * 1024  # GitHub's own limit for one step's summary
@@ -333,7 +347,12 @@ def keep_summary(state: StateDir | None, mode: str, runtime: Runtime) -> None:
     (no pathlib), because worker phases start near a bare interpreter's time."""
     if state is None or not runtime.summary_written:
         return
-    text = "".join(runtime.summary_written).encode("utf-8")[:SUMMARY_COPY_LIMIT]
+    text = "".join(runtime.summary_written).encode("utf-8")
+    if len(text) > SUMMARY_COPY_LIMIT:
+        # Cut at the last line break before the limit, as the step summary itself is: a cut inside a character
+        # left a copy that a strict UTF-8 reader cannot open.
+        text = text[:SUMMARY_COPY_LIMIT]
+        text = text[:text.rfind(b"\n") + 1]
     try:
         state.check()
         directory = os.path.join(state.location, "summaries")

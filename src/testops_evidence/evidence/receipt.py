@@ -182,7 +182,7 @@ def _check_trials(row: Mapping[str, Any], path: str) -> None:
     the policy makes of its trials' statuses (the receipt cannot say passed where its trials do not)."""
     trials = trial_rows(row)
     policy = row.get("policy")
-    if not trials and policy is None:
+    if not trials and policy is None and "pass-rate" not in row:
         return
     from testops_evidence.evidence.trials import policy_status  # here: most rows are of cases measured once
     if not trials or policy is None or "pass-rate" not in row:
@@ -193,6 +193,14 @@ def _check_trials(row: Mapping[str, Any], path: str) -> None:
     if ordinals != list(range(1, policy["count"] + 1)):
         raise _refuse(f"the export receipt {path} row {row['key']!r} does not list trials 1..{policy['count']}",
                       field=f"{row['key']}/trials", expected=list(range(1, policy["count"] + 1)), actual=ordinals)
+    # The pass rate is what the trials say: a baseline's figures feed the comparison and the trend (stats.py),
+    # and counts no trial backs would make any change look like noise, or noise like a regression.
+    rate = row["pass-rate"]
+    counted = Counter(t["status"] for t in trials)
+    claimed = {status: rate[status] for status in ("passed", "failed", "broken")}
+    if claimed != {status: counted.get(status, 0) for status in claimed}:
+        raise _refuse(f"the export receipt {path} row {row['key']!r} gives a pass rate its trials do not make",
+                      field=f"{row['key']}/pass-rate", expected={s: counted.get(s, 0) for s in claimed}, actual=claimed)
     verdict = policy["verdict"]
     required = {"all": policy["count"], "any": 1}.get(verdict) if isinstance(verdict, str) else verdict["at-least"]
     assert required is not None

@@ -29,9 +29,19 @@ from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.evidence.adapters import Outcome
 from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
-from testops_evidence.evidence.adapters.layout import read_allure_files, read_framework_logs, read_junit_files, walk
+from testops_evidence.evidence.adapters.layout import (
+    CASE_REPORT_BYTES,
+    CASE_REPORT_FILES,
+    FRAMEWORKS,
+    check_case_budget,
+    read_allure_files,
+    read_framework_logs,
+    read_junit_files,
+    walk,
+)
 from testops_evidence.evidence.cells import adapted_cell
 from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
+from testops_evidence.evidence.tree import list_dir
 from testops_evidence.integers import ascii_int, parse_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
@@ -84,6 +94,35 @@ def _selection(ctx: PhaseContext, profile: dict[str, str]) -> tuple[str, dict[st
     return given, profile
 
 
+def _check_report_budget(junit: str | None, allure_dir: str | None, framework: list[str | None]) -> None:
+    """The reports given, as listed (names and sizes, no link followed), within the budget export applies to a
+    case directory (``export.case_budget``), before a byte of them is read: the agent writes these reports,
+    and the Allure results are held in memory together (their containers link across files)."""
+    listed: dict[str, int] = {}
+    for kind, given, wanted in (("junit", junit, _is_xml), ("allure-results", allure_dir, _is_allure_result)):
+        path = Path(given) if given is not None else None
+        if path is not None and (kind == "allure-results" or (path.is_dir() and not path.is_symlink())):
+            sizes: dict[str, int] = {}
+            walk(path, "", wanted, sizes=sizes)
+            listed.update((f"{kind}/{name}", size) for name, size in sizes.items())
+    for kind, given in zip(FRAMEWORKS, framework, strict=True):
+        path = Path(given) if given is not None else None
+        if path is not None and path.is_dir() and not path.is_symlink():
+            suffixes = FRAMEWORKS[kind][0]
+            listed.update((f"{kind}/{e.name}", e.size) for e in list_dir(path, "")
+                          if not e.is_dir and e.name.endswith(suffixes) and not e.name.startswith("."))
+    check_case_budget("the reports given", "report", list(listed.items()), CASE_REPORT_FILES, CASE_REPORT_BYTES,
+                      reader="cell")
+
+
+def _is_xml(name: str) -> bool:
+    return name.endswith(".xml")
+
+
+def _is_allure_result(name: str) -> bool:
+    return name.endswith("-result.json")
+
+
 def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], list[tuple[str, str]]]:
     """The reports given, directories read recursively (docs/evidence.md: order and hidden files); input
     paths are relative to the directory given, prefixed ``allure-results/`` for Allure results; a refusal
@@ -93,7 +132,7 @@ def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], 
     if junit is not None:
         path = Path(junit)
         if path.is_dir() and not path.is_symlink():
-            root, names = path, walk(path, "", lambda name: name.endswith(".xml"))
+            root, names = path, walk(path, "", _is_xml)
         else:
             root, names = path.parent, [path.name]
         found, digests = read_junit_files(root, names)
@@ -101,7 +140,7 @@ def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], 
         inputs += digests
     if allure_dir is not None:
         root = Path(allure_dir)
-        found, digests = read_allure_files(root, walk(root, "", lambda name: name.endswith("-result.json")))
+        found, digests = read_allure_files(root, walk(root, "", _is_allure_result))
         outcomes += found
         inputs += [(f"allure-results/{name}", sha) for name, sha in digests]
     return outcomes, inputs
@@ -170,6 +209,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     case = contract.case(key)
     trial = _trial(ctx, case)
     selection_sha256, profile = _selection(ctx, dict(contract.profile))
+    _check_report_budget(junit, allure_dir, [_option(ctx, kind) for kind in FRAMEWORKS])
     outcomes, inputs = _reports(junit, allure_dir)
     runs, framework_inputs = _framework_runs(ctx)
     inputs += framework_inputs

@@ -16,7 +16,7 @@ from typing import Any
 
 from testops_evidence import summary
 from testops_evidence.errors import REGISTRY, Refusal
-from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.runner import PhaseContext, PhaseResult, record_refusal
 from testops_evidence.testops.client import TestOpsClient
 from testops_evidence.testops.observe import ABSENT, DONE, Observation, observe, replay, replayable
 
@@ -56,10 +56,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     # than raised (a raised refusal would set error-code only).
     outputs["error-code"] = UNRESOLVED
     ctx.runtime.annotate("error", str(refusal), title=UNRESOLVED)
-    try:
-        ctx.state.write_failure({"mode": ctx.mode, **refusal.to_json()})
-    except (Refusal, OSError) as exc:
-        ctx.runtime.annotate("warning", f"failure.json could not be written: {exc}")
+    # failure.json and the `--json` refusal, scrubbed, as for every raised refusal (runner.record_refusal).
+    record_refusal(ctx.mode, refusal, ctx.runtime, ctx.state)
     # The refusal section the runner shows for a raised refusal (code, field, expected/actual, next step), so
     # an operator reading this summary sees the error code like every other refusal's.
     return PhaseResult(headline=f"⚠️ {len(uncertain)} of {len(pending)} mutations are still uncertain; "

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.integers import ascii_int, header_int
+from testops_evidence.integers import INT64_MAX, ascii_int, header_int
 from testops_evidence.redact import clip, scrub
 from testops_evidence.safeio import loads_json
 
@@ -770,27 +771,39 @@ def _user_agent() -> str:
     return f"testops-evidence/{__version__}"
 
 
-_ENV_TUNING: dict[str, tuple[str, type]] = {
-    "TESTOPS_EVIDENCE_CONNECT_TIMEOUT": ("connect_timeout", float),
-    "TESTOPS_EVIDENCE_READ_TIMEOUT": ("read_timeout", float),
-    "TESTOPS_EVIDENCE_RATE_LIMIT": ("rate_limit", float),
-    "TESTOPS_EVIDENCE_MAX_RETRIES": ("max_retries", int),
-    "TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES": ("max_response_bytes", int),
+# variable -> (option, kind, minimum, maximum). Seconds and rates are ASCII decimals, counts ASCII integers: what
+# float() and int() also take (``inf``, ``1e400``, ``nan``, ``1_0``, Arabic-Indic digits) is refused, and so is a
+# value the transport cannot use (a zero or an hour-long timeout, a pace of one request in 10^320 seconds), which
+# ended in internal.error or in a wait without end.
+_ENV_TUNING: dict[str, tuple[str, type, float, float]] = {
+    "TESTOPS_EVIDENCE_CONNECT_TIMEOUT": ("connect_timeout", float, 0.001, 3600),
+    "TESTOPS_EVIDENCE_READ_TIMEOUT": ("read_timeout", float, 0.001, 3600),
+    "TESTOPS_EVIDENCE_RATE_LIMIT": ("rate_limit", float, 0.01, 10_000),  # 0 turns pacing off
+    "TESTOPS_EVIDENCE_MAX_RETRIES": ("max_retries", int, 0, 100),
+    "TESTOPS_EVIDENCE_MAX_RESPONSE_BYTES": ("max_response_bytes", int, 1, INT64_MAX),
 }
+_DECIMAL = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12})\Z")
 
 
 def _env_tuning(env: Mapping[str, str]) -> dict[str, Any]:
     tuning: dict[str, Any] = {}
-    for variable, (option, kind) in _ENV_TUNING.items():
+    for variable, (option, kind, minimum, maximum) in _ENV_TUNING.items():
         raw = env.get(variable)
         if raw is None or raw.strip() == "":
             continue
-        try:
-            value = kind(raw.strip())
-        except ValueError:
-            value = None
-        if value is None or value < 0 or (kind is float and value != value):
-            raise Refusal(f"input.{variable.lower().replace('_', '-')}", f"{variable} must be a non-negative "
-                          "number", field=variable, expected="a number >= 0", actual=raw)
+        text = raw.strip()
+        value: float | int | None
+        if kind is int:
+            value = ascii_int(text, minimum=int(minimum), maximum=int(maximum))
+        else:
+            value = float(text) if _DECIMAL.match(text) else None
+            if value is not None and not (minimum <= value <= maximum or (option == "rate_limit" and value == 0)):
+                value = None
+        if value is None:
+            shown = f"{minimum:g} to {maximum:g}" if kind is float else f"{int(minimum)} to {int(maximum)}"
+            extra = " (0 turns pacing off)" if option == "rate_limit" else ""
+            raise Refusal(f"input.{variable.lower().replace('_', '-')}", f"{variable} must be a "
+                          f"{'decimal number' if kind is float else 'whole number'} from {shown}{extra}, in ASCII "
+                          "digits", field=variable, expected=f"{shown}{extra}", actual=raw[:100])
         tuning[option] = value
     return tuning

@@ -84,16 +84,17 @@ CASE_REPORT_BYTES = 512 * MIB  # one Inspect log or promptfoo file at its cap, o
 
 
 def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]], max_files: int,
-                      max_bytes: int) -> None:
-    """Refuse (``export.case_budget``) a case directory whose files of one kind, as listed, exceed a budget."""
+                      max_bytes: int, *, reader: str = "export") -> None:
+    """Refuse (``export.case_budget``) a case directory whose files of one kind, as listed, exceed a budget
+    (``reader``: the phase that reads them, export or a worker's cell)."""
     if len(files) > max_files:
-        raise Refusal("export.case_budget", f"{directory} holds {len(files)} {what} files; export reads at most "
-                      f"{max_files} in one case directory", field=directory, expected=f"<= {max_files} {what} files",
+        raise Refusal("export.case_budget", f"{directory} holds {len(files)} {what} files; {reader} reads at most "
+                      f"{max_files} for one case", field=directory, expected=f"<= {max_files} {what} files",
                       actual=len(files))
     total = sum(size for _name, size in files)
     if total > max_bytes:
         raise Refusal("export.case_budget", f"{directory} holds {total:,} bytes of {what} in {len(files)} files; "
-                      f"export reads at most {max_bytes:,} bytes of them from one case directory", field=directory,
+                      f"{reader} reads at most {max_bytes:,} bytes of them for one case", field=directory,
                       expected=f"<= {max_bytes} bytes of {what}", actual=total)
 
 
