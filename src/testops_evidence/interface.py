@@ -234,7 +234,8 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
     OptionSpec("attestation", "required: the publication attestation to check (verify's publication.intoto.json)",
                ("verify-attestation",)),
-    OptionSpec("published", "the directory that holds the attested files: `<results>/` and `<results>-receipt.json` "
+    OptionSpec("published", "the directory that holds the attested files and nothing else: `<results>/`, "
+               "`<results>-receipt.json` and, files backend, every file of the publication's manifest "
                "(default: the attestation's directory's `published/`, as verify leaves it for the files backend)",
                ("verify-attestation",)),
     OptionSpec("trial", "the trial ordinal of a case measured several times (default: TESTOPS_EVIDENCE_TRIAL)",

@@ -1,0 +1,96 @@
+"""Red team on the seams of issue 23's exact sets, as the agent under evaluation would try them (redteam-a).
+
+An auditor downloads a files-backend publication artifact (results, receipt, manifest, HTML report, history, and
+the statement the template adds) and runs ``verify-attestation --published .`` on it. Before this module the
+statement bound the receipt and the results directory only: a report page, a history or any file beside them
+could be changed or added — by a worker that re-uploaded the artifact under its name, or by anyone holding the
+downloaded copy — and the check said "The attestation holds" over a directory whose report showed a forged
+pass. Now a files-backend statement names the publication's manifest, which binds every file of the directory,
+and a statement without one (TestOps) binds a directory of the receipt and the results alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from helpers import run_mode
+from test_upload import phase
+
+FORGED_PAGE = "<html><body><h1>10 passed, 0 failed</h1></body></html>"
+
+
+def attested_publication(tmp_path: Path, exported: dict[str, str]) -> tuple[Path, Path]:
+    """The publication as the campaign template uploads it: upload's directory with verify's statement and
+    predicate copied in. Returns the directory and the statement inside it."""
+    assert phase("upload", tmp_path, exported).exit_code == 0
+    verify = phase("verify", tmp_path, exported)
+    assert verify.exit_code == 1, verify.summary  # complete, not every case passed
+    artifact = tmp_path / "downloaded-publication"
+    shutil.copytree(tmp_path / "state" / "published", artifact)
+    for name in ("attestation-path", "attestation-predicate-path"):
+        shutil.copy(verify.outputs[name], artifact)
+    for folder in (artifact, *[p for p in artifact.rglob("*") if p.is_dir()]):
+        folder.chmod(0o700)
+    return artifact, artifact / "publication.intoto.json"
+
+
+def audit(tmp_path: Path, statement: Path, published: Path) -> tuple[int, str | None, str]:
+    check = run_mode("verify-attestation", tmp_path, {"attestation": str(statement), "published": str(published)},
+                     actions=False)
+    code = check.outputs.get("error-code")
+    return check.exit_code, code, check.failure()["field"] if code else ""
+
+
+def test_the_downloaded_publication_holds_with_its_statement_beside_it(tmp_path: Path,
+                                                                      exported: dict[str, str]) -> None:
+    artifact, statement = attested_publication(tmp_path, exported)
+    names = {s["name"] for s in json.loads(statement.read_text())["subject"]}
+    assert "testops-evidence-tree.json" in names  # the manifest is attested: it binds the whole directory
+    assert audit(tmp_path, statement, artifact)[:2] == (0, None)
+
+
+def test_a_report_page_added_to_an_attested_publication_is_refused(tmp_path: Path, exported: dict[str, str]) -> None:
+    """Attack: a forged `allure-report/index.html` (every case passed) beside attested results. Held before."""
+    artifact, statement = attested_publication(tmp_path, exported)
+    (artifact / "allure-report").mkdir()
+    (artifact / "allure-report" / "index.html").write_text(FORGED_PAGE)
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "allure-report/index.html")
+
+
+def test_a_manifest_rewritten_to_list_a_forged_report_is_refused(tmp_path: Path, exported: dict[str, str]) -> None:
+    """Attack: the forged page and a manifest that lists it: the manifest is not the one the statement names."""
+    artifact, statement = attested_publication(tmp_path, exported)
+    (artifact / "allure-report").mkdir()
+    page = artifact / "allure-report" / "index.html"
+    page.write_text(FORGED_PAGE)
+    manifest = artifact / "testops-evidence-tree.json"
+    document = json.loads(manifest.read_text())
+    document["files"]["allure-report/index.html"] = hashlib.sha256(page.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(document))
+    assert audit(tmp_path, statement, artifact) == (3, "attestation.mismatch", "testops-evidence-tree.json")
+
+
+def test_a_second_results_directory_beside_the_attested_one_is_refused(tmp_path: Path,
+                                                                       exported: dict[str, str]) -> None:
+    """Attack: `allure-results-2/` with a passed twin, for an auditor who points Allure at the directory."""
+    artifact, statement = attested_publication(tmp_path, exported)
+    shutil.copytree(artifact / "allure-results", artifact / "allure-results-2")
+    code = audit(tmp_path, statement, artifact)
+    assert code[:2] == (3, "io.extra_file") and code[2].startswith("allure-results-2/"), code
+
+
+def test_a_statement_without_a_manifest_binds_the_receipt_and_results_alone(tmp_path: Path,
+                                                                            exported: dict[str, str]) -> None:
+    """A statement that names no manifest (TestOps, or one written before manifests were attested) holds only for
+    a directory of the receipt and the results (and the statement beside them): anything else is refused."""
+    artifact, statement = attested_publication(tmp_path, exported)
+    document = json.loads(statement.read_text())
+    document["subject"] = [s for s in document["subject"] if s["name"] != "testops-evidence-tree.json"]
+    statement.write_text(json.dumps(document))
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "testops-evidence-tree.json")
+    (artifact / "testops-evidence-tree.json").unlink()
+    assert audit(tmp_path, statement, artifact)[:2] == (0, None)
+    (artifact / "index.html").write_text(FORGED_PAGE)
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "index.html")
