@@ -643,3 +643,20 @@ def test_the_worker_record_lists_every_file_of_the_artifact_with_its_digest(tmp_
                 and path.name != "testops-evidence-worker.json"}
     assert record["files"] == expected
     assert set(expected) == {"alpha.json", "beta.json", "alpha-report/junit.xml", "beta-report/junit.xml"}
+
+
+def test_the_publish_job_records_the_history_upload_the_next_run_binds() -> None:
+    """The next run's upload continues only a history artifact the publish job recorded (evidence/workers.py):
+    the step after the history upload is named by the upload's id and digest, and the job is named `publish`."""
+    from testops_evidence.evidence.workers import HISTORY_REPORT_EXPRESSION, PUBLISH_JOB
+
+    jobs = load("campaign.yml")["jobs"]
+    publish = jobs[PUBLISH_JOB]
+    assert publish["name"] == PUBLISH_JOB
+    index = next(i for i, step in enumerate(publish["steps"]) if step.get("id") == "history")
+    upload, report = publish["steps"][index], publish["steps"][index + 1]
+    assert upload["with"]["name"].startswith("${{ inputs.artifact-prefix }}-history-")
+    assert report["name"] == HISTORY_REPORT_EXPRESSION
+    assert "${{" not in report["run"]
+    # No other job is named so that publish_reports would read its record.
+    assert [job_id for job_id, job in jobs.items() if str(job.get("name", job_id)).endswith(PUBLISH_JOB)] == [PUBLISH_JOB]

@@ -169,7 +169,9 @@ INPUTS: tuple[InputSpec, ...] = (
               ("upload",), kind="path"),
     InputSpec("history-artifact", "upload (files backend): name pattern of the history artifacts of earlier runs "
               "(e.g. `testops-evidence-history-*`): the newest completed run of this workflow on this branch that "
-              "has one gives the history (needs `actions: read`). Empty: none. `report-history` wins.", "",
+              "has one gives the history, from the artifact whose id and digest that run's `publish` job recorded in a step "
+              "`testops-evidence: uploaded history <id> sha256:<digest>` (needs `actions: read`). Empty: none. "
+              "`report-history` wins.", "",
               ("upload",)),
     InputSpec("history-limit", "upload (files backend): how many earlier reports the history keeps.", "20",
               ("upload",), kind="int"),

@@ -15,8 +15,10 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import run_mode
-from test_upload import phase
+from test_upload import needs_allure, phase
 
 FORGED_PAGE = "<html><body><h1>10 passed, 0 failed</h1></body></html>"
 
@@ -94,3 +96,53 @@ def test_a_statement_without_a_manifest_binds_the_receipt_and_results_alone(tmp_
     assert audit(tmp_path, statement, artifact)[:2] == (0, None)
     (artifact / "index.html").write_text(FORGED_PAGE)
     assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "index.html")
+
+
+# --- the report history of an earlier run: bound to that run's publish job ------------------------------------
+
+
+def forged_history(line: str) -> str:
+    """An earlier report's history line with every case passed (what a worker of that run would upload)."""
+    entry = json.loads(line)
+    for result in entry.get("testResults", {}).values():
+        result["status"] = "passed"
+    entry["forged"] = True
+    return json.dumps(entry) + "\n"
+
+
+@needs_allure
+@pytest.mark.parametrize("genuine", [True, False])
+def test_a_history_a_worker_uploaded_under_a_matching_name_is_never_continued(tmp_path: Path,
+                                                                               exported: dict[str, str],
+                                                                               genuine: bool) -> None:
+    """Attack: a worker of the earlier run reaches its runtime token and uploads
+    `testops-evidence-history-<anything>` with every case passed: by name it is the newest history artifact of
+    that run (or the only one, when that run's publish never ran), and the next report's trends and per-case
+    history would show passes that never happened. Only the artifact the publish job recorded is continued."""
+    from servers.github_server import GitHubServer
+    from test_upload import RUN_ID, history_zip, recorded_history
+
+    token = "ghs_history_sentinel_0123456789"
+    first = phase("upload", tmp_path, {**exported, "report": "always", "state-dir": str(tmp_path / "first")})
+    assert first.exit_code == 0, first.summary
+    line = (tmp_path / "first" / "published" / "history.jsonl").read_text()
+    with GitHubServer(token=token) as gh:
+        gh.add_run("acme/agents", RUN_ID - 10, path=".github/workflows/agent-evals.yml", head_branch="main",
+                   status="completed", conclusion="failure")
+        if genuine:
+            recorded_history(gh, RUN_ID - 10, gh.add_artifact(
+                RUN_ID - 10, "testops-evidence-history-agent-protocol-new-1", history_zip(line)))
+        forged = gh.add_artifact(RUN_ID - 10, "testops-evidence-history-zz-forged", history_zip(forged_history(line)))
+        # The worker's own job may even record the forged upload: it is not the publish job.
+        recorded_history(gh, RUN_ID - 10, forged, job="campaign / testops-evidence native-1")
+        run = phase("upload", tmp_path, {**exported, "report": "auto", "state-dir": str(tmp_path / "second"),
+                                         "history-artifact": "testops-evidence-history-*"},
+                    GITHUB_API_URL=gh.api_url(), **{"INPUT_GITHUB-TOKEN": token})
+    assert run.exit_code == 0, run.summary + run.log
+    history = (tmp_path / "second" / "published" / "history.jsonl").read_text()
+    assert '"forged"' not in history
+    if genuine:
+        assert len(history.splitlines()) == 2 and "testops-evidence-history-agent-protocol-new-1" in run.summary
+    else:
+        assert len(history.splitlines()) == 1
+        assert "::warning title=upload.history::the history of earlier reports was left out (upload.history" in run.log

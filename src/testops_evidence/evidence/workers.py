@@ -182,3 +182,32 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
                           expected=f"sha256:{report.digest}", actual=artifact.digest)
         bound.append(WorkerArtifact(job, tuple(cases), artifact, api_job.id, upload))
     return bound
+
+
+# --- the report history: bound to the publish job that uploaded it ---------------------------------------------
+
+# The campaign template's publish job uploads the report's history (``history.jsonl``) as
+# ``<artifact-prefix>-history-<publication>``, and names the next step by the upload's outputs, as a worker does for
+# its cells: the next run's upload takes an earlier run's history only from an artifact whose id and digest a job
+# named :data:`PUBLISH_JOB` of that run recorded there. A worker of that run can upload an artifact under any
+# matching name (its per-case statuses would show in the next reports' trends), but cannot write the publish job's
+# step record, and the publish job runs no code of the agent.
+PUBLISH_JOB = "publish"
+HISTORY_REPORT_PREFIX = "testops-evidence: uploaded history "
+HISTORY_REPORT_EXPRESSION = (HISTORY_REPORT_PREFIX + "${{ steps.history.outputs.artifact-id }} "
+                             "sha256:${{ steps.history.outputs.artifact-digest }}")
+_HISTORY_REPORT = re.compile(re.escape(HISTORY_REPORT_PREFIX) + r"([1-9][0-9]{0,18}) sha256:([0-9a-f]{64})\Z")
+
+
+def publish_reports(api_jobs: Sequence[Any]) -> set[tuple[int, str]]:
+    """The ``(artifact id, sha256 hex)`` of every history upload that a job named :data:`PUBLISH_JOB` (or
+    ``<caller job> / publish``, in a reusable workflow) recorded in its own step record."""
+    reported = set()
+    for job in api_jobs:
+        if job.name != PUBLISH_JOB and not job.name.endswith(f" / {PUBLISH_JOB}"):
+            continue
+        for step in job.steps:
+            match = _HISTORY_REPORT.match(step.name)
+            if match:
+                reported.add((int(match.group(1)), match.group(2)))
+    return reported
