@@ -403,10 +403,7 @@ def history_zip(text: str) -> bytes:
 def recorded_history(gh: Any, run_id: int, artifact: dict[str, Any], *, job: str = "campaign / publish") -> None:
     """The publish job of ``run_id`` as GitHub records it once the template's history upload and the step named by
     its outputs ran (evidence/workers.py ``HISTORY_REPORT_EXPRESSION``)."""
-    from testops_evidence.evidence.workers import HISTORY_REPORT_PREFIX
-
-    name = f"{HISTORY_REPORT_PREFIX}{artifact['id']} {artifact['digest']}"
-    gh.add_job(run_id, 1, job, steps=[{"name": name, "status": "completed", "conclusion": "success"}])
+    gh.record_upload(run_id, artifact, job=job, what="history")
 
 
 @needs_allure

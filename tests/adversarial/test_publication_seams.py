@@ -146,3 +146,46 @@ def test_a_history_a_worker_uploaded_under_a_matching_name_is_never_continued(tm
     else:
         assert len(history.splitlines()) == 1
         assert "::warning title=upload.history::the history of earlier reports was left out (upload.history" in run.log
+
+
+# --- the compare-with: previous baseline: bound to the earlier run's publish (or export) job -------------------
+
+
+@pytest.mark.parametrize("genuine", [True, False])
+def test_a_baseline_a_worker_uploaded_under_a_publication_name_is_never_compared_with(tmp_path: Path,
+                                                                                      genuine: bool) -> None:
+    """Attack: a worker of the earlier run uploads `testops-evidence-report-<campaign>-<anything>` holding a receipt
+    forged for that run in which every case failed: as the newest artifact of that name it was the baseline, and
+    this run's failures were no regressions. Only the artifact the publish job recorded is the baseline."""
+    from evidence_support import cell
+    from test_previous import EARLIER, REPOSITORY, WORKFLOW, document, earlier_export, select, zipped
+    from test_selection_support import github_with_run
+    from test_trials import contract_of
+
+    contract = contract_of(document())
+    keys = ("flaky", "steady", "human")
+    for name in ("honest", "forged"):
+        (tmp_path / name).mkdir()
+    honest = earlier_export(tmp_path / "honest", contract, [cell(contract, key) for key in keys])
+    forged = earlier_export(tmp_path / "forged", contract, [
+        cell(contract, key, disposition="behavior_failure", failed=list(contract.case(key).checks)) for key in keys])
+    with github_with_run() as github:
+        github.add_run(REPOSITORY, EARLIER, path=WORKFLOW, head_branch="main", status="completed",
+                       conclusion="failure")
+        if genuine:
+            artifact = github.add_artifact(EARLIER, f"testops-evidence-report-agent-protocol-{EARLIER}-1",
+                                           zipped({"allure-results-receipt.json": honest.read_bytes()}))
+            github.record_upload(EARLIER, artifact, job="campaign / publish", what="publication")
+        planted = github.add_artifact(EARLIER, "testops-evidence-report-agent-protocol-zz-forged",
+                                      zipped({"allure-results-receipt.json": forged.read_bytes()}))
+        # The worker's own job may record its upload too: it is not the publish job.
+        github.record_upload(EARLIER, planted, job="campaign / testops-evidence native-flaky", what="publication")
+        run = select(tmp_path, github, contract, **{"compare-with": "previous"})
+    assert run.exit_code == 0, run.summary
+    baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]
+    if genuine:
+        assert (baseline["artifact"], baseline["comparable"]) == (
+            f"testops-evidence-report-agent-protocol-{EARLIER}-1", True), baseline
+    else:
+        assert baseline["comparable"] is False and baseline["why-not"].startswith("selection.baseline"), baseline
+        assert "::warning title=selection.baseline::" in run.log

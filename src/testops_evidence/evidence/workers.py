@@ -184,30 +184,44 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
     return bound
 
 
-# --- the report history: bound to the publish job that uploaded it ---------------------------------------------
+# --- uploads of the coordinator jobs, recorded for later runs ------------------------------------------------
 
-# The campaign template's publish job uploads the report's history (``history.jsonl``) as
-# ``<artifact-prefix>-history-<publication>``, and names the next step by the upload's outputs, as a worker does for
-# its cells: the next run's upload takes an earlier run's history only from an artifact whose id and digest a job
-# named :data:`PUBLISH_JOB` of that run recorded there. A worker of that run can upload an artifact under any
-# matching name (its per-case statuses would show in the next reports' trends), but cannot write the publish job's
-# step record, and the publish job runs no code of the agent.
+# A later run reads some artifacts of an earlier run by name pattern: the publish job's report history (upload
+# continues it) and its publication, or the export job's results (select's `compare-with: previous` baseline). A
+# name binds nothing — a worker of that run that reached its runtime token can upload under any matching name — so
+# the campaign template names the step after each such upload by the upload's outputs, as a worker does for its
+# cells (``testops-evidence: uploaded <what> <artifact-id> sha256:<digest>``), and the reader takes only an
+# artifact whose id and digest a job of that name recorded: the export and publish jobs run no code of the agent,
+# and only a job's own runner writes its step record.
 PUBLISH_JOB = "publish"
-HISTORY_REPORT_PREFIX = "testops-evidence: uploaded history "
-HISTORY_REPORT_EXPRESSION = (HISTORY_REPORT_PREFIX + "${{ steps.history.outputs.artifact-id }} "
-                             "sha256:${{ steps.history.outputs.artifact-digest }}")
-_HISTORY_REPORT = re.compile(re.escape(HISTORY_REPORT_PREFIX) + r"([1-9][0-9]{0,18}) sha256:([0-9a-f]{64})\Z")
+EXPORT_JOB = "export"
 
 
-def publish_reports(api_jobs: Sequence[Any]) -> set[tuple[int, str]]:
-    """The ``(artifact id, sha256 hex)`` of every history upload that a job named :data:`PUBLISH_JOB` (or
-    ``<caller job> / publish``, in a reusable workflow) recorded in its own step record."""
+def upload_report_prefix(what: str) -> str:
+    return f"testops-evidence: uploaded {what} "
+
+
+def upload_report_expression(what: str, step: str) -> str:
+    """The ``name:`` of the step after the upload step ``step`` (its ``id``) of ``what``, in the template."""
+    return (upload_report_prefix(what) + f"${{{{ steps.{step}.outputs.artifact-id }}}} "
+            f"sha256:${{{{ steps.{step}.outputs.artifact-digest }}}}")
+
+
+HISTORY_REPORT_PREFIX = upload_report_prefix("history")
+HISTORY_REPORT_EXPRESSION = upload_report_expression("history", "history")
+
+
+def recorded_uploads(api_jobs: Sequence[Any], job: str, what: str) -> set[tuple[int, str]]:
+    """The ``(artifact id, sha256 hex)`` of every upload of ``what`` that a job named ``job`` (or ``<caller job> /
+    <job>``, in a reusable workflow) recorded in its own step record."""
+    pattern = re.compile(re.escape(upload_report_prefix(what)) + r"([1-9][0-9]{0,18}) sha256:([0-9a-f]{64})\Z")
     reported = set()
-    for job in api_jobs:
-        if job.name != PUBLISH_JOB and not job.name.endswith(f" / {PUBLISH_JOB}"):
+    for api_job in api_jobs:
+        if api_job.name != job and not api_job.name.endswith(f" / {job}"):
             continue
-        for step in job.steps:
-            match = _HISTORY_REPORT.match(step.name)
+        for step in api_job.steps:
+            match = pattern.match(step.name)
             if match:
                 reported.add((int(match.group(1)), match.group(2)))
     return reported
+

@@ -30,12 +30,13 @@ from testops_evidence import summary, trust
 from testops_evidence.backends import PublishOptions, backend_class
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence import previous
 from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
 from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
-from testops_evidence.evidence.workers import HISTORY_REPORT_PREFIX, PUBLISH_JOB, publish_reports
+from testops_evidence.evidence.workers import PUBLISH_JOB
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.safeio import sha256_bytes, write_atomic
+from testops_evidence.safeio import write_atomic
 
 HISTORY_FILE = "history.jsonl"
 
@@ -138,34 +139,18 @@ def _earlier_history(ctx: PhaseContext, live: RunContext, token: str, pattern: s
 
     policy = github_run.request_policy(ctx.env, ctx.sleep)
     workflow = Path(live.workflow_path).name
-    earlier = github_run.earlier_artifacts(live.api_url, token, live.repository, workflow, branch=live.branch,
-                                         before=live.run_id, pattern=pattern, policy=policy)
-    if earlier is None:
-        ctx.runtime.log(f"no earlier completed run of {workflow} on {live.branch} has an artifact named like "
-                        f"{pattern}: the report starts a new history")
-        return None, ""
     # A name binds nothing: any job of that run that reached the runtime token could upload a history of its own
     # under a matching name, and its per-case statuses would show in this report's trends. The history is taken
     # only from an artifact whose id and digest that run's publish job recorded (evidence/workers.py).
-    run_id, attempts, artifacts = earlier
-    jobs = [job for attempt in range(1, attempts + 1)
-            for job in github_run.list_attempt_jobs(live.api_url, token, live.repository, run_id, attempt,
-                                                    policy=policy)]
-    reported = publish_reports(jobs)
-    bound = [artifact for artifact in artifacts if (artifact.id, artifact.sha256) in reported]
-    if not bound:
-        raise Refusal("upload.history", f"no artifact named like {pattern} of run {run_id} is one its "
-                      f"{PUBLISH_JOB} job recorded uploading (a step {HISTORY_REPORT_PREFIX}<id> sha256:<digest>): "
-                      "another job uploaded it, or that run's workflow predates the record", field="history-artifact",
-                      expected=sorted(f"{aid} sha256:{digest}" for aid, digest in reported)[:5] or "a recorded upload",
-                      actual=[f"{a.name} ({a.id})" for a in artifacts][:5])
-    artifact = bound[0]
-    data = github_run.download_artifact(live.api_url, token, artifact, max_bytes=HISTORY_BYTES + 1024 * 1024,
-                                        policy=policy)
-    if sha256_bytes(data) != artifact.sha256:
-        raise Refusal("upload.history", f"the artifact {artifact.name} of run {artifact.run_id} downloaded as other "
-                      "bytes than the digest its publish job recorded", field="history-artifact",
-                      expected=f"sha256:{artifact.sha256}", actual=f"sha256:{sha256_bytes(data)}")
+    artifact = previous.recorded_earlier_artifact(live.api_url, token, live.repository, workflow, branch=live.branch,
+                                                  before=live.run_id, pattern=pattern, job=PUBLISH_JOB, what="history",
+                                                  code="upload.history", policy=policy)
+    if artifact is None:
+        ctx.runtime.log(f"no earlier completed run of {workflow} on {live.branch} has an artifact named like "
+                        f"{pattern}: the report starts a new history")
+        return None, ""
+    data = previous.download_recorded(live.api_url, token, artifact, max_bytes=HISTORY_BYTES + 1024 * 1024,
+                                      code="upload.history", policy=policy)
     archive = extract_zip(data, limits=ArchiveLimits(max_entries=16, max_entry_bytes=HISTORY_BYTES,
                                                      max_total_bytes=HISTORY_BYTES))
     found = archive.files.get(HISTORY_FILE)
