@@ -189,3 +189,59 @@ def test_a_baseline_a_worker_uploaded_under_a_publication_name_is_never_compared
     else:
         assert baseline["comparable"] is False and baseline["why-not"].startswith("selection.baseline"), baseline
         assert "::warning title=selection.baseline::" in run.log
+
+
+# --- worker artifact names: case, look-alikes, another worker's id (held; kept as tests) ------------------------
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    # Under the cell prefix, a job name no plan job has: another case, a look-alike letter, a trailing space.
+    ("{prefix}-cells-1-{VICTIM}", "workers.unknown_artifact"),
+    ("{prefix}-cells-1-{victim}\u0456", "workers.unknown_artifact"),
+    ("{prefix}-cells-1-{victim} ", "workers.unknown_artifact"),
+    # Outside the prefix as GitHub's names compare here (case-sensitively): never listed, never downloaded.
+    ("{PREFIX}-cells-1-{victim}", None),
+])
+def test_a_worker_artifact_under_a_variant_of_another_workers_name_is_refused_or_ignored(
+        tmp_path: Path, name: str, code: str | None) -> None:
+    from adversarial.test_worker_identity import cells_of, honest_worker
+    from evidence_support import HEAD_SHA, RUN_ID
+    from servers.github_server import GitHubServer
+    from test_collect_cells import JOBS, PREFIX, TOKEN, collect
+
+    victim = next(iter(JOBS))
+    with GitHubServer(token=TOKEN) as github:
+        github.add_run("acme/agents", RUN_ID, head_sha=HEAD_SHA, run_number=42)
+        docs = [honest_worker(github, job) for job in JOBS]
+        github.add_artifact(RUN_ID, name.format(prefix=PREFIX, PREFIX=PREFIX.upper(), victim=victim,
+                                                VICTIM=victim.upper()), cells_of(victim, forged=True))
+        run = collect(tmp_path, github)
+    if code is None:
+        assert run.exit_code == 0, run.summary
+        assert run.outputs["artifact-ids"] == ",".join(str(doc["id"]) for doc in docs)  # the variant is not among them
+    else:
+        assert (run.exit_code, run.outputs.get("error-code")) == (3, code), run.summary
+
+
+def test_a_workers_own_record_naming_another_workers_artifact_takes_nothing(tmp_path: Path) -> None:
+    """The attacker makes its own job's report name the victim's artifact (id and digest): collect-cells binds an
+    artifact to a job by the artifact's name first, so the attacker's own artifact is then the one that does not
+    match its report (workers.artifact_replaced), and the victim's is still bound to the victim."""
+    from adversarial.test_worker_identity import artifact_name, cells_of, honest_worker
+    from evidence_support import HEAD_SHA, RUN_ID
+    from servers.github_server import GitHubServer
+    from test_collect_cells import JOBS, PREFIX, TOKEN, collect, upload_step
+    from testops_evidence.evidence.workers import report_step_name
+
+    victim, attacker, other = list(JOBS)
+    with GitHubServer(token=TOKEN) as github:
+        github.add_run("acme/agents", RUN_ID, head_sha=HEAD_SHA, run_number=42)
+        honest_worker(github, other)
+        target = honest_worker(github, victim)
+        github.add_artifact(RUN_ID, artifact_name(attacker), cells_of(attacker))
+        github.add_job(RUN_ID, 1, f"campaign / {PREFIX} {attacker}", steps=[
+            upload_step(), {"name": report_step_name(target["id"], str(target["digest"]).removeprefix("sha256:")),
+                            "status": "completed", "conclusion": "success"}])
+        run = collect(tmp_path, github)
+    assert (run.exit_code, run.outputs.get("error-code")) == (3, "workers.artifact_replaced"), run.summary
+    assert run.failure()["field"] == artifact_name(attacker)
