@@ -51,6 +51,11 @@ def test_the_downloaded_publication_holds_with_its_statement_beside_it(tmp_path:
     names = {s["name"] for s in json.loads(statement.read_text())["subject"]}
     assert "testops-evidence-tree.json" in names  # the manifest is attested: it binds the whole directory
     assert audit(tmp_path, statement, artifact)[:2] == (0, None)
+    # Only the statement's two files are tolerated beside the manifest's, and only as files.
+    (artifact / "publication.predicate.json").unlink()
+    (artifact / "publication.predicate.json").mkdir()
+    (artifact / "publication.predicate.json" / "index.html").write_text(FORGED_PAGE)
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "publication.predicate.json/index.html")
 
 
 def test_a_report_page_added_to_an_attested_publication_is_refused(tmp_path: Path, exported: dict[str, str]) -> None:
@@ -96,6 +101,12 @@ def test_a_statement_without_a_manifest_binds_the_receipt_and_results_alone(tmp_
     assert audit(tmp_path, statement, artifact)[:2] == (0, None)
     (artifact / "index.html").write_text(FORGED_PAGE)
     assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "index.html")
+    (artifact / "index.html").unlink()
+    # The statement's own names beside the results are files, never a directory of anything.
+    (artifact / "publication.predicate.json").unlink()
+    (artifact / "publication.predicate.json").mkdir()
+    (artifact / "publication.predicate.json" / "index.html").write_text(FORGED_PAGE)
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "publication.predicate.json/")
 
 
 # --- the report history of an earlier run: bound to that run's publish job ------------------------------------

@@ -149,6 +149,6 @@ def check_statement(document: Mapping[str, Any], base: Path) -> int:
         check_publication_tree(base, subjects_by_name[TREE_NAME], "attestation.mismatch", unread=beside)
         return checked + 1
     top = [f"{entry.name}/" if entry.is_dir and entry.name != results else entry.name
-           for entry in list_dir(base) if entry.name not in beside]
+           for entry in list_dir(base) if entry.name not in beside or entry.is_dir]
     refuse_extra(base, top, (receipt, results), binding="the attestation")
     return checked
