@@ -159,8 +159,9 @@ def test_rerun_from_a_run_finds_its_receipt_in_that_runs_artifacts(tmp_path: Pat
 
 def publish_earlier(github: GitHubServer, receipt: Path, run_id: int = EARLIER) -> None:
     github.add_run(REPOSITORY, run_id, path=WORKFLOW, head_branch="main", status="completed", conclusion="failure")
-    github.add_artifact(run_id, f"testops-evidence-report-agent-protocol-{run_id}-1",
-                        zipped({"allure-results-receipt.json": receipt.read_bytes(), "history.jsonl": b""}))
+    artifact = github.add_artifact(run_id, f"testops-evidence-report-agent-protocol-{run_id}-1",
+                                   zipped({"allure-results-receipt.json": receipt.read_bytes(), "history.jsonl": b""}))
+    github.record_upload(run_id, artifact, job="campaign / publish", what="publication")
 
 
 def test_the_comparison_shows_every_category_and_lists_the_regressions(tmp_path: Path, github: GitHubServer) -> None:
@@ -305,7 +306,9 @@ def test_without_a_publication_artifact_the_baseline_is_the_earlier_exports_resu
     contract = contract_of(document())
     receipt = earlier_export(tmp_path, contract, [cell(contract, "flaky")])
     github.add_run(REPOSITORY, EARLIER, path=WORKFLOW, head_branch="main", status="completed", conclusion="failure")
-    github.add_artifact(EARLIER, "testops-evidence-results-1", zipped({"allure-results-receipt.json": receipt.read_bytes()}))
+    artifact = github.add_artifact(EARLIER, "testops-evidence-results-1",
+                                   zipped({"allure-results-receipt.json": receipt.read_bytes()}))
+    github.record_upload(EARLIER, artifact, job="campaign / export", what="results")
     run = select(tmp_path, github, contract, **{"compare-with": "previous"})
     assert run.exit_code == 0, run.summary
     baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]

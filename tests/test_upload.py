@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -399,6 +400,12 @@ def history_zip(text: str) -> bytes:
     return buffer.getvalue()
 
 
+def recorded_history(gh: Any, run_id: int, artifact: dict[str, Any], *, job: str = "campaign / publish") -> None:
+    """The publish job of ``run_id`` as GitHub records it once the template's history upload and the step named by
+    its outputs ran (evidence/workers.py ``HISTORY_REPORT_EXPRESSION``)."""
+    gh.record_upload(run_id, artifact, job=job, what="history")
+
+
 @needs_allure
 @pytest.mark.parametrize("earlier", ["valid", "not-history", "none"])
 def test_the_history_comes_from_the_newest_earlier_run_with_a_history_artifact(tmp_path: Path, exported: dict[str, str],
@@ -419,9 +426,11 @@ def test_the_history_comes_from_the_newest_earlier_run_with_a_history_artifact(t
         gh.add_run("acme/agents", RUN_ID - 1, path=".github/workflows/other.yml", head_branch="main",
                    status="completed")
         if earlier != "none":
-            gh.add_artifact(RUN_ID - 20, "testops-evidence-history-agent-protocol-old-1", history_zip(line))
-            gh.add_artifact(RUN_ID - 10, "testops-evidence-history-agent-protocol-new-1",
-                            history_zip(line if earlier == "valid" else "<html>not history</html>\n"))
+            for run_id, name, text in (
+                    (RUN_ID - 20, "testops-evidence-history-agent-protocol-old-1", line),
+                    (RUN_ID - 10, "testops-evidence-history-agent-protocol-new-1",
+                     line if earlier == "valid" else "<html>not history</html>\n")):
+                recorded_history(gh, run_id, gh.add_artifact(run_id, name, history_zip(text)))
         for other in (RUN_ID - 5, RUN_ID - 1):  # another branch, another workflow: never used
             gh.add_artifact(other, "testops-evidence-history-agent-protocol-x-1", history_zip("junk\n"))
         run = phase("upload", tmp_path, {**exported, "report": "auto", "state-dir": str(tmp_path / "second"),

@@ -643,3 +643,24 @@ def test_the_worker_record_lists_every_file_of_the_artifact_with_its_digest(tmp_
                 and path.name != "testops-evidence-worker.json"}
     assert record["files"] == expected
     assert set(expected) == {"alpha.json", "beta.json", "alpha-report/junit.xml", "beta-report/junit.xml"}
+
+
+def test_the_coordinator_jobs_record_the_uploads_later_runs_bind() -> None:
+    """A later run reads the history (upload) and the publication or results (select's baseline) of an earlier run
+    only from an artifact the uploading job recorded (evidence/workers.py recorded_uploads): the step after each
+    upload is named by its id and digest, in a job whose name is the one the reader looks for."""
+    from testops_evidence.evidence.workers import EXPORT_JOB, PUBLISH_JOB, upload_report_expression
+
+    jobs = load("campaign.yml")["jobs"]
+    for job_id, step_id, what in ((PUBLISH_JOB, "history", "history"), (PUBLISH_JOB, "publication", "publication"),
+                                  (EXPORT_JOB, "results-artifact", "results")):
+        job = jobs[job_id]
+        assert job["name"] == job_id
+        index = next(i for i, step in enumerate(job["steps"]) if step.get("id") == step_id)
+        upload, report = job["steps"][index], job["steps"][index + 1]
+        assert upload["uses"].startswith("actions/upload-artifact@")
+        assert report["name"] == upload_report_expression(what, step_id)
+        assert "${{" not in report["run"]
+    # No other job is named so that recorded_uploads would read its record.
+    for name in (PUBLISH_JOB, EXPORT_JOB):
+        assert [job_id for job_id, job in jobs.items() if str(job.get("name", job_id)).endswith(name)] == [name]

@@ -491,6 +491,13 @@ def earlier_runs(api_url: str, token: str, repository: str, workflow: str, *, br
                  count: int = 10, policy: RequestPolicy = DEFAULT_POLICY) -> list[int]:
     """The ids of the newest ``count`` completed runs of ``workflow`` (its file name or id) on ``branch``,
     newest first, without the run ``before`` and any later one (``GET .../workflows/{workflow}/runs``)."""
+    return [run_id for run_id, _attempt in earlier_run_attempts(api_url, token, repository, workflow, branch=branch,
+                                                                before=before, count=count, policy=policy)]
+
+
+def earlier_run_attempts(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                         count: int = 10, policy: RequestPolicy = DEFAULT_POLICY) -> list[tuple[int, int]]:
+    """:func:`earlier_runs` with each run's latest attempt number: ``(run id, run_attempt)``, newest first."""
     gh = github_client(api_url, token, policy=policy)
     url = f"/repos/{repository}/actions/workflows/{workflow}/runs"
     params = {"branch": branch, "status": "completed", "per_page": min(100, count + 1),
@@ -501,14 +508,17 @@ def earlier_runs(api_url: str, token: str, repository: str, workflow: str, *, br
     runs = data.get("workflow_runs") if isinstance(data, dict) else None
     if not isinstance(runs, list):
         raise _invalid("workflow run list", "workflow_runs", None if runs is None else type(runs).__name__)
-    ids = []
+    found: dict[int, int] = {}
     for item in runs:
         if not isinstance(item, dict):
             raise _invalid("workflow run list", "workflow_runs[]", type(item).__name__)
         run_id = _int(item, "id", "workflow run")
+        attempt = item.get("run_attempt", 1)
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= 1000:
+            raise _invalid("workflow run", "run_attempt", attempt)
         if run_id < before:
-            ids.append(run_id)
-    return sorted(set(ids), reverse=True)[:count]
+            found[run_id] = attempt
+    return sorted(found.items(), reverse=True)[:count]
 
 
 def earlier_artifact(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
@@ -516,12 +526,23 @@ def earlier_artifact(api_url: str, token: str, repository: str, workflow: str, *
                      policy: RequestPolicy = DEFAULT_POLICY) -> ArtifactInfo | None:
     """The newest unexpired artifact named like ``pattern`` of the ``count`` newest completed runs of
     ``workflow`` on ``branch`` before run ``before`` (one request for the runs, one per run looked at)."""
-    for run_id in earlier_runs(api_url, token, repository, workflow, branch=branch, before=before, count=count,
-                               policy=policy):
+    found = earlier_artifacts(api_url, token, repository, workflow, branch=branch, before=before, pattern=pattern,
+                              count=count, policy=policy)
+    return found[2][0] if found is not None else None
+
+
+def earlier_artifacts(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                      pattern: str, count: int = 10,
+                      policy: RequestPolicy = DEFAULT_POLICY) -> tuple[int, int, list[ArtifactInfo]] | None:
+    """The newest of the ``count`` newest completed runs of ``workflow`` on ``branch`` before run ``before`` that
+    has an unexpired artifact named like ``pattern``: its id, its latest attempt and every such artifact (newest
+    first) — a name says nothing of which job uploaded it, so the caller binds one by its uploader's record."""
+    for run_id, attempt in earlier_run_attempts(api_url, token, repository, workflow, branch=branch, before=before,
+                                                count=count, policy=policy):
         found = [a for a in list_artifacts(api_url, token, repository, run_id, name=pattern, policy=policy)
                  if not a.expired]
         if found:
-            return found[0]
+            return run_id, attempt, found
     return None
 
 

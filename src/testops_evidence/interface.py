@@ -169,7 +169,9 @@ INPUTS: tuple[InputSpec, ...] = (
               ("upload",), kind="path"),
     InputSpec("history-artifact", "upload (files backend): name pattern of the history artifacts of earlier runs "
               "(e.g. `testops-evidence-history-*`): the newest completed run of this workflow on this branch that "
-              "has one gives the history (needs `actions: read`). Empty: none. `report-history` wins.", "",
+              "has one gives the history, from the artifact whose id and digest that run's `publish` job recorded in a step "
+              "`testops-evidence: uploaded history <id> sha256:<digest>` (needs `actions: read`). Empty: none. "
+              "`report-history` wins.", "",
               ("upload",)),
     InputSpec("history-limit", "upload (files backend): how many earlier reports the history keeps.", "20",
               ("upload",), kind="int"),
@@ -234,7 +236,8 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
     OptionSpec("attestation", "required: the publication attestation to check (verify's publication.intoto.json)",
                ("verify-attestation",)),
-    OptionSpec("published", "the directory that holds the attested files: `<results>/` and `<results>-receipt.json` "
+    OptionSpec("published", "the directory that holds the attested files and nothing else: `<results>/`, "
+               "`<results>-receipt.json` and, files backend, every file of the publication's manifest "
                "(default: the attestation's directory's `published/`, as verify leaves it for the files backend)",
                ("verify-attestation",)),
     OptionSpec("trial", "the trial ordinal of a case measured several times (default: TESTOPS_EVIDENCE_TRIAL)",

@@ -227,8 +227,9 @@ def test_a_receipt_replayed_into_a_later_runs_artifact_is_not_a_baseline(tmp_pat
     with github_with_run() as github:
         github.add_run(REPOSITORY, EARLIER, path=WORKFLOW, head_branch="main", status="completed",
                        conclusion="failure")
-        github.add_artifact(EARLIER, f"testops-evidence-report-agent-protocol-{EARLIER}-1",
-                            zipped({"allure-results-receipt.json": older.read_bytes()}))
+        artifact = github.add_artifact(EARLIER, f"testops-evidence-report-agent-protocol-{EARLIER}-1",
+                                       zipped({"allure-results-receipt.json": older.read_bytes()}))
+        github.record_upload(EARLIER, artifact, job="campaign / publish", what="publication")
         run = select(tmp_path, github, contract, **{"compare-with": "previous"})
         assert run.exit_code == 0, run.summary
         baseline = json.loads((tmp_path / "out" / "selection.json").read_text())["baseline"]

@@ -370,6 +370,15 @@ class GitHubServer:
             self._jobs.setdefault((run_id, attempt), []).append(doc)
         return doc
 
+    def record_upload(self, run_id: int, artifact: dict[str, Any], *, job: str, what: str,
+                      attempt: int = 1) -> dict[str, Any]:
+        """The job ``job`` of ``run_id`` as GitHub records it after the campaign template uploaded ``artifact``
+        (a document :meth:`add_artifact` returned) and ran the step named by the upload's outputs
+        (``testops-evidence: uploaded <what> <id> sha256:<digest>``, evidence/workers.py)."""
+        name = f"testops-evidence: uploaded {what} {artifact['id']} {artifact['digest']}"
+        return self.add_job(run_id, attempt, job, steps=[{"name": name, "status": "completed",
+                                                          "conclusion": "success"}])
+
     def mirror_artifact_store(self, run_id: int, store: Path, job_name: Callable[[str], str | None],
                               upload_step: str, report_step: str | None = None) -> None:
         """Serve the artifacts the act upload stand-in writes into ``store`` (act/upload-artifact) as this

@@ -5,7 +5,9 @@ alone beside it as ``publication.predicate.json`` for ``actions/attest``),
 so an auditor can later prove, with nothing but the files, what this run published:
 
 * ``subject``: the export receipt and every file of the published results directory, each by name and
-  SHA-256 (the receipt's own digest binds the rows; the files' digests bind the results);
+  SHA-256 (the receipt's own digest binds the rows; the files' digests bind the results), and for a
+  files-backend publication its manifest (``testops-evidence-tree.json``), which binds every other file of the
+  published directory (the HTML report, its history);
 * ``predicateType``: :data:`PREDICATE_TYPE`;
 * ``predicate``: the campaign, the run (repository, id, attempt, URL, workflow), the evaluated commit, the
   contract, selection and receipt digests, the backend, the launch (TestOps) or the published directory
@@ -27,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.tree import check_exact
+from testops_evidence.evidence.publication import TREE_NAME, check_publication_tree
+from testops_evidence.evidence.tree import check_exact, list_dir, refuse_extra
 from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -38,9 +41,13 @@ STATEMENT_LIMIT = 64 * 1024 * 1024
 RECEIPT_SUFFIX = "-receipt.json"
 
 
-def subjects(receipt: Any, results_name: str) -> list[dict[str, Any]]:
-    """The receipt and every file it lists, named as published: ``<results>-receipt.json``, ``<results>/<file>``."""
+def subjects(receipt: Any, results_name: str, tree_sha256: str | None = None) -> list[dict[str, Any]]:
+    """The receipt and every file it lists, named as published: ``<results>-receipt.json``, ``<results>/<file>``;
+    with ``tree_sha256`` (a files-backend publication) also the publication's manifest (:data:`TREE_NAME`), which
+    binds every other file of the published directory — its HTML report and history included."""
     found = [{"name": f"{results_name}-receipt.json", "digest": {"sha256": receipt.sha256}}]
+    if tree_sha256:
+        found.append({"name": TREE_NAME, "digest": {"sha256": tree_sha256}})
     for name, digest in sorted(receipt.expected_files().items()):
         found.append({"name": f"{results_name}/{name}", "digest": {"sha256": digest}})
     return found
@@ -70,7 +77,9 @@ def predicate(receipt: Any, publication: Mapping[str, Any], *, version: str) -> 
 
 
 def statement(receipt: Any, publication: Mapping[str, Any], results_name: str, *, version: str) -> dict[str, Any]:
-    return {"_type": STATEMENT_TYPE, "subject": subjects(receipt, results_name), "predicateType": PREDICATE_TYPE,
+    tree = publication.get("tree-sha256") if publication.get("backend") == "files" else None
+    return {"_type": STATEMENT_TYPE, "subject": subjects(receipt, results_name, tree if isinstance(tree, str) else None),
+            "predicateType": PREDICATE_TYPE,
             "predicate": predicate(receipt, publication, version=version)}
 
 
@@ -103,8 +112,12 @@ def load_statement(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def check_statement(document: Mapping[str, Any], base: Path) -> int:
     """Every subject, read safely below ``base``, must hash to its digest, the predicate's receipt digest must
-    be the receipt subject's (``attestation.mismatch``), and the results directory must hold exactly the
-    statement's subjects (``io.extra_file``): Allure Report reads every result file there, attested or not.
+    be the receipt subject's (``attestation.mismatch``), and ``base`` must hold exactly what the statement binds
+    (``io.extra_file``, naming the first other entry): an auditor opens the directory's HTML report and Allure
+    Report reads every result file there, attested or not. A statement of a files-backend publication names its
+    manifest (:data:`TREE_NAME`), which binds every file of the directory, report and history included; without
+    one, the directory may hold the receipt and the results directory alone. The statement and its predicate may
+    lie beside them (the campaign template adds them to the publication artifact after the manifest is written).
     Returns the number of files checked."""
     subjects_by_name = {str(item["name"]): str(item["digest"]["sha256"]) for item in document["subject"]}
     receipts = [name for name in subjects_by_name if name.endswith(RECEIPT_SUFFIX) and "/" not in name]
@@ -116,14 +129,26 @@ def check_statement(document: Mapping[str, Any], base: Path) -> int:
         raise _refuse("the predicate's receipt digest is not the receipt subject's", field="predicate/receipt-sha256",
                       expected=subjects_by_name[receipt], actual=document["predicate"].get("receipt-sha256"))
     results = receipt[:-len(RECEIPT_SUFFIX)]
-    outside = sorted(name for name in subjects_by_name if name != receipt and not name.startswith(f"{results}/"))
+    outside = sorted(name for name in subjects_by_name
+                     if name not in (receipt, TREE_NAME) and not name.startswith(f"{results}/"))
     if outside:
-        raise _refuse(f"the attestation names {outside[0]}, which is neither the receipt nor in {results}/",
-                      field="subject", expected=f"{receipt} and files of {results}/", actual=outside[:5])
+        raise _refuse(f"the attestation names {outside[0]}, which is neither the receipt, the publication's "
+                      f"manifest nor in {results}/", field="subject",
+                      expected=f"{receipt}, {TREE_NAME} and files of {results}/", actual=outside[:5])
     actual = sha256_bytes(read_safe(base, receipt, limit=STATEMENT_LIMIT))
     if actual != subjects_by_name[receipt]:
         raise _refuse(f"{receipt} does not hash to the digest the attestation names", field=receipt,
                       expected=subjects_by_name[receipt], actual=actual)
-    files = {name[len(results) + 1:]: digest for name, digest in subjects_by_name.items() if name != receipt}
-    return 1 + check_exact(base / results, files, code="attestation.mismatch", binding="the attestation",
-                           limit=STATEMENT_LIMIT)
+    files = {name[len(results) + 1:]: digest for name, digest in subjects_by_name.items()
+             if name not in (receipt, TREE_NAME)}
+    checked = 1 + check_exact(base / results, files, code="attestation.mismatch", binding="the attestation",
+                              limit=STATEMENT_LIMIT)
+    beside = (STATEMENT_NAME, PREDICATE_NAME)
+    if TREE_NAME in subjects_by_name:
+        # The manifest binds the whole directory (check_publication_tree: exactly its files, each by digest).
+        check_publication_tree(base, subjects_by_name[TREE_NAME], "attestation.mismatch", unread=beside)
+        return checked + 1
+    top = [f"{entry.name}/" if entry.is_dir and entry.name != results else entry.name
+           for entry in list_dir(base) if entry.name not in beside or entry.is_dir]
+    refuse_extra(base, top, (receipt, results), binding="the attestation")
+    return checked

@@ -352,22 +352,65 @@ def receipt_in_run(api_url: str, token: str, repository: str, run_id: int, patte
                   actual=looked[:10] or f"no artifact named like {', '.join(patterns)}")
 
 
-def newest_publication(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
-                       patterns: Sequence[str], policy: Any) -> tuple[bytes, dict[str, Any]] | None:
-    """The receipt of the newest earlier completed run of ``workflow`` on ``branch`` with an artifact named
-    like the first of ``patterns`` that any such run has (the files backend's publication, kept only once
-    verify checked it; then the export's results artifact, which every backend has), and where it came from."""
+def recorded_earlier_artifact(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                              pattern: str, job: str, what: str, code: str, policy: Any) -> Any | None:
+    """The artifact named like ``pattern`` of the newest earlier completed run of ``workflow`` on ``branch`` that has
+    one, bound by identity: only an artifact whose id and digest that run's job ``job`` recorded as its upload of
+    ``what`` (evidence/workers.py :func:`recorded_uploads`). None when no run has such an artifact; ``code`` when the
+    run has some but its ``job`` recorded none of them (another job uploaded them, or the run's workflow predates
+    the record)."""
+    from testops_evidence import github_run
+    from testops_evidence.evidence.workers import recorded_uploads, upload_report_prefix
+
+    earlier = github_run.earlier_artifacts(api_url, token, repository, workflow, branch=branch, before=before,
+                                           pattern=pattern, policy=policy)
+    if earlier is None:
+        return None
+    run_id, attempts, artifacts = earlier
+    jobs = [api_job for attempt in range(1, attempts + 1)
+            for api_job in github_run.list_attempt_jobs(api_url, token, repository, run_id, attempt, policy=policy)]
+    reported = recorded_uploads(jobs, job, what)
+    bound = [artifact for artifact in artifacts if (artifact.id, artifact.sha256) in reported]
+    if not bound:
+        raise Refusal(code, f"no artifact named like {pattern} of run {run_id} is one its {job} job recorded "
+                      f"uploading (a step {upload_report_prefix(what)}<id> sha256:<digest>): another job uploaded "
+                      "it, or that run's workflow predates the record", field=pattern,
+                      expected=sorted(f"{aid} sha256:{digest}" for aid, digest in reported)[:5] or "a recorded upload",
+                      actual=[f"{a.name} ({a.id})" for a in artifacts][:5])
+    return bound[0]
+
+
+def download_recorded(api_url: str, token: str, artifact: Any, *, max_bytes: int, code: str, policy: Any) -> bytes:
+    """The zip of an artifact :func:`recorded_earlier_artifact` bound, re-hashed against the recorded digest."""
     from testops_evidence import github_run
 
+    data = github_run.download_artifact(api_url, token, artifact, max_bytes=max_bytes, policy=policy)
+    digest = sha256_bytes(data)
+    if digest != artifact.sha256:
+        raise Refusal(code, f"the artifact {artifact.name} of run {artifact.run_id} downloaded as other bytes than "
+                      "the digest its uploader recorded", field=artifact.name, expected=f"sha256:{artifact.sha256}",
+                      actual=f"sha256:{digest}")
+    return data
+
+
+def newest_publication(api_url: str, token: str, repository: str, workflow: str, *, branch: str, before: int,
+                       patterns: Sequence[tuple[str, str, str]], policy: Any) -> tuple[bytes, dict[str, Any]] | None:
+    """The receipt of the newest earlier completed run of ``workflow`` on ``branch`` with an artifact named
+    like the first of ``patterns`` that any such run has (the files backend's publication, kept only once
+    verify checked it; then the export's results artifact, which every backend has), and where it came from.
+    Each pattern comes with the job that uploads it and what that job records of the upload
+    (:func:`recorded_earlier_artifact`): a worker of that run cannot make its own upload the baseline."""
     artifact = None
-    for pattern in patterns:
-        artifact = github_run.earlier_artifact(api_url, token, repository, workflow, branch=branch, before=before,
-                                               pattern=pattern, policy=policy)
+    for pattern, job, what in patterns:
+        artifact = recorded_earlier_artifact(api_url, token, repository, workflow, branch=branch, before=before,
+                                             pattern=pattern, job=job, what=what, code="selection.baseline",
+                                             policy=policy)
         if artifact is not None:
             break
     if artifact is None:
         return None
-    data = github_run.download_artifact(api_url, token, artifact, max_bytes=ARTIFACT_BYTES, policy=policy)
+    data = download_recorded(api_url, token, artifact, max_bytes=ARTIFACT_BYTES, code="selection.baseline",
+                             policy=policy)
     found = receipts_in_zip(data)
     if len(found) != 1:
         raise Refusal("selection.baseline", f"the publication artifact {artifact.name} holds {len(found)} export "

@@ -182,3 +182,46 @@ def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, att
                           expected=f"sha256:{report.digest}", actual=artifact.digest)
         bound.append(WorkerArtifact(job, tuple(cases), artifact, api_job.id, upload))
     return bound
+
+
+# --- uploads of the coordinator jobs, recorded for later runs ------------------------------------------------
+
+# A later run reads some artifacts of an earlier run by name pattern: the publish job's report history (upload
+# continues it) and its publication, or the export job's results (select's `compare-with: previous` baseline). A
+# name binds nothing — a worker of that run that reached its runtime token can upload under any matching name — so
+# the campaign template names the step after each such upload by the upload's outputs, as a worker does for its
+# cells (``testops-evidence: uploaded <what> <artifact-id> sha256:<digest>``), and the reader takes only an
+# artifact whose id and digest a job of that name recorded: the export and publish jobs run no code of the agent,
+# and only a job's own runner writes its step record.
+PUBLISH_JOB = "publish"
+EXPORT_JOB = "export"
+
+
+def upload_report_prefix(what: str) -> str:
+    return f"testops-evidence: uploaded {what} "
+
+
+def upload_report_expression(what: str, step: str) -> str:
+    """The ``name:`` of the step after the upload step ``step`` (its ``id``) of ``what``, in the template."""
+    return (upload_report_prefix(what) + f"${{{{ steps.{step}.outputs.artifact-id }}}} "
+            f"sha256:${{{{ steps.{step}.outputs.artifact-digest }}}}")
+
+
+HISTORY_REPORT_PREFIX = upload_report_prefix("history")
+HISTORY_REPORT_EXPRESSION = upload_report_expression("history", "history")
+
+
+def recorded_uploads(api_jobs: Sequence[Any], job: str, what: str) -> set[tuple[int, str]]:
+    """The ``(artifact id, sha256 hex)`` of every upload of ``what`` that a job named ``job`` (or ``<caller job> /
+    <job>``, in a reusable workflow) recorded in its own step record."""
+    pattern = re.compile(re.escape(upload_report_prefix(what)) + r"([1-9][0-9]{0,18}) sha256:([0-9a-f]{64})\Z")
+    reported = set()
+    for api_job in api_jobs:
+        if api_job.name != job and not api_job.name.endswith(f" / {job}"):
+            continue
+        for step in api_job.steps:
+            match = pattern.match(step.name)
+            if match:
+                reported.add((int(match.group(1)), match.group(2)))
+    return reported
+

@@ -44,6 +44,7 @@ from testops_evidence.evidence.selection import (
     selection_bytes,
     write_selection,
 )
+from testops_evidence.evidence.workers import EXPORT_JOB, PUBLISH_JOB
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import hand_over, sha256_bytes, write_once
 from testops_evidence.settings import parse_int
@@ -264,8 +265,9 @@ def _baseline(ctx: PhaseContext, contract: Contract,
                 return None, None
             found = previous.newest_publication(
                 live.api_url, token, live.repository, Path(live.workflow_path).name, branch=live.branch,
-                before=live.run_id, patterns=(f"{_artifact_prefix(ctx)}-report-{contract.campaign}-*",
-                                              f"{_artifact_prefix(ctx)}-results-*"),
+                before=live.run_id, patterns=(
+                    (f"{_artifact_prefix(ctx)}-report-{contract.campaign}-*", PUBLISH_JOB, "publication"),
+                    (f"{_artifact_prefix(ctx)}-results-*", EXPORT_JOB, "results")),
                 policy=github_run.request_policy(ctx.env, ctx.sleep))
             if found is None:
                 return None, None

@@ -12,8 +12,10 @@ On the files backend the publication is a directory (``publication-dir``) that a
 artifact: ``allure-results/``, its receipt, an Allure Report (``report``: auto, always, never) and the report
 history (``history.jsonl``) that the next run continues. The history comes from ``report-history`` (a file,
 e.g. from a Pages branch) or from the history artifact of the newest earlier run of this workflow on this
-branch (``history-artifact``); an earlier run's history that cannot be read is reported and left out, never
-fatal: it only adds trends to a report whose counts are checked against the receipt.
+branch (``history-artifact``) — only the artifact whose id and digest that run's ``publish`` job recorded in its
+step record (evidence/workers.py ``publish_reports``), since a worker could upload a history under a matching name
+and the trends show each case's earlier statuses; an earlier run's history that cannot be read or bound is reported
+and left out, never fatal.
 
 A second upload of the same receipt in the same state dir is a no-op that reports the first publication.
 """
@@ -28,9 +30,11 @@ from testops_evidence import summary, trust
 from testops_evidence.backends import PublishOptions, backend_class
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
+from testops_evidence.evidence import previous
 from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
 from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
+from testops_evidence.evidence.workers import PUBLISH_JOB
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import write_atomic
 
@@ -135,14 +139,18 @@ def _earlier_history(ctx: PhaseContext, live: RunContext, token: str, pattern: s
 
     policy = github_run.request_policy(ctx.env, ctx.sleep)
     workflow = Path(live.workflow_path).name
-    artifact = github_run.earlier_artifact(live.api_url, token, live.repository, workflow, branch=live.branch,
-                                           before=live.run_id, pattern=pattern, policy=policy)
+    # A name binds nothing: any job of that run that reached the runtime token could upload a history of its own
+    # under a matching name, and its per-case statuses would show in this report's trends. The history is taken
+    # only from an artifact whose id and digest that run's publish job recorded (evidence/workers.py).
+    artifact = previous.recorded_earlier_artifact(live.api_url, token, live.repository, workflow, branch=live.branch,
+                                                  before=live.run_id, pattern=pattern, job=PUBLISH_JOB, what="history",
+                                                  code="upload.history", policy=policy)
     if artifact is None:
         ctx.runtime.log(f"no earlier completed run of {workflow} on {live.branch} has an artifact named like "
                         f"{pattern}: the report starts a new history")
         return None, ""
-    data = github_run.download_artifact(live.api_url, token, artifact, max_bytes=HISTORY_BYTES + 1024 * 1024,
-                                        policy=policy)
+    data = previous.download_recorded(live.api_url, token, artifact, max_bytes=HISTORY_BYTES + 1024 * 1024,
+                                      code="upload.history", policy=policy)
     archive = extract_zip(data, limits=ArchiveLimits(max_entries=16, max_entry_bytes=HISTORY_BYTES,
                                                      max_total_bytes=HISTORY_BYTES))
     found = archive.files.get(HISTORY_FILE)

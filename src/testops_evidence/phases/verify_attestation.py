@@ -6,8 +6,9 @@
     testops-evidence verify-attestation --attestation publication.intoto.json --published .   # a results artifact
 
 Reads the in-toto Statement that ``verify`` wrote (``evidence/attestation.py``), re-hashes every subject
-— the export receipt and each published result file — below ``--published``, and checks that the
-predicate's receipt digest is the receipt's. It needs no token and no network. The summary shows what the
+— the export receipt, each published result file and (files backend) the publication's manifest — below
+``--published``, checks that the predicate's receipt digest is the receipt's, and refuses a directory that holds
+anything the statement does not bind (``io.extra_file``): an auditor opens the report page beside the results. It needs no token and no network. The summary shows what the
 statement attests: run, commit, contract, selection and receipt digests, backend, launch and counts.
 """
 
