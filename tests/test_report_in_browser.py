@@ -53,6 +53,9 @@ def test_the_report_opened_from_disk_shows_every_case(tmp_path: Path, exported: 
     picture = tmp_path / "report-from-disk.png"
     shot = browse((report / "index.html").as_uri(), f"--screenshot={picture}")
     assert shot.returncode == 0, shot.stderr[-2000:]
-    # A rendered page, not a blank one: a PNG with many distinct bytes (an empty page compresses to ~5 KB).
+    # The picture is for a person to look at (what renders is checked on the DOM above, which the same page
+    # produced): a PNG of the window's size. Its bytes are not judged: under load Chromium may take it while
+    # the page is still drawing.
     data = picture.read_bytes()
-    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR"
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (1280, 900)
