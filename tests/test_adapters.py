@@ -244,6 +244,12 @@ def test_a_bom_and_a_bare_testsuite_root_are_read() -> None:
     assert outcome.start_ms == 1_796_119_200_000  # a timestamp without offset is read as UTC
 
 
+def junit_spans(data: bytes, suite_start_ms: int = 1_796_119_200_000) -> list[tuple[str, int, int]]:
+    """Each test case's name, start and stop, in ms from its suite's timestamp (2026-12-01T10:00:00Z)."""
+    return [(o.name, o.start_ms - suite_start_ms, o.stop_ms - suite_start_ms) for o in parse_junit(data)
+            if o.start_ms is not None and o.stop_ms is not None]
+
+
 def test_each_test_case_lasts_its_own_time_laid_end_to_end_in_its_suite() -> None:
     """Issue 27: every case of one suite was given the suite's whole span (721 ms each for a 721 ms suite),
     so a contract case mapped to one quick test seemed to last as long as the suite."""
@@ -252,10 +258,7 @@ def test_each_test_case_lasts_its_own_time_laid_end_to_end_in_its_suite() -> Non
             b"<testcase name='a2' time='0.2'><properties><property name='case' value='a'/></properties></testcase>"
             b"<testcase name='b1' time='3.0'><properties><property name='case' value='b'/></properties></testcase>"
             b"</testsuite></testsuites>")
-    start = 1_796_119_200_000
-    spans = [(o.name, o.start_ms - start, o.stop_ms - start) for o in parse_junit(data)
-             if o.start_ms is not None and o.stop_ms is not None]
-    assert spans == [("a1", 0, 500), ("a2", 500, 700), ("b1", 700, 3700)]
+    assert junit_spans(data) == [("a1", 0, 500), ("a2", 500, 700), ("b1", 700, 3700)]
 
 
 def test_test_cases_longer_than_their_suite_stay_inside_its_span() -> None:
@@ -265,10 +268,7 @@ def test_test_cases_longer_than_their_suite_stay_inside_its_span() -> None:
     data = (b"<testsuite timestamp='2026-12-01T10:00:00+00:00' time='2'>"
             b"<testcase name='x' time='1.5'/><testcase name='y' time='1.5'/><testcase name='z' time='3'/>"
             b"</testsuite>")
-    start = 1_796_119_200_000
-    spans = [(o.name, o.start_ms - start, o.stop_ms - start) for o in parse_junit(data)
-             if o.start_ms is not None and o.stop_ms is not None]
-    assert spans == [("x", 0, 1500), ("y", 500, 2000), ("z", 0, 3000)]
+    assert junit_spans(data) == [("x", 0, 1500), ("y", 500, 2000), ("z", 0, 3000)]
 
 
 @settings(max_examples=200, deadline=None)
