@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh tests
 workers=${PYTEST_WORKERS:-2}
 cat <<NOTE
-==> tests: pytest on $workers workers (the whole suite takes about 35 minutes on 2 cores). On this machine
+==> tests: pytest on $workers workers (the whole suite takes about 10 to 15 minutes on 2 cores). On this machine
     they bind servers to 127.0.0.1 only, run workflows under act in host mode (cache in .tools/act-cache),
     build the composite action's venv from PyPI into temporary directories, and, as root unless
     TESTOPS_EVIDENCE_SKIP names container, start a private dockerd from .tools/container (socket under

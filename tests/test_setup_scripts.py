@@ -74,7 +74,7 @@ def test_the_readme_says_what_each_command_installs_and_what_the_tests_do_to_the
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     assert [line.split("#")[0].strip() for line in first_block] == ["bash scripts/rehearse.sh", "bash scripts/test.sh"]
-    for fact in ("about 130 MB", "about 35 minutes", "dockerd", "TESTOPS_EVIDENCE_SKIP", "Inspect AI", "promptfoo"):
+    for fact in ("about 130 MB", "about 10 to 15 minutes", "dockerd", "TESTOPS_EVIDENCE_SKIP", "Inspect AI", "promptfoo"):
         assert fact in readme, fact
 
 
