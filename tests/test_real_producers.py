@@ -68,3 +68,31 @@ def test_a_restriction_does_not_hide_a_result_missing_in_a_column_the_test_runs_
                           fallback_time=1_764_000_000.0, origin="promptfoo")
     assert cell["disposition"] == "infrastructure_failure"
     assert all("test 1 prompt 3" in check["message"] for check in cell["checks"]), cell["checks"]
+
+
+# --- JUnit XML and export ----------------------------------------------------------------------------------------
+
+
+def test_a_junit_report_over_its_cap_breaks_only_its_case(tmp_path: Path) -> None:
+    """A real pytest report (tests/data/junit) that a long run made larger than 32 MiB — here by whitespace
+    after its root element, as any XML writer may end a document: export breaks that case (export.adapter)
+    and exports every other case as measured. Before, the whole export was refused (io.too_large, exit 3)."""
+    from test_export import export, prepare, results_by_key
+
+    options, env = prepare(tmp_path)
+    case_dir = Path(options["cell-results"]) / "budget-stop"
+    case_dir.mkdir()
+    for path in Path(options["cell-results"]).glob("budget-stop*.json"):
+        path.unlink()
+    real = (DATA.parent / "junit" / "pytest" / "junit.fail.xml").read_bytes()
+    with (case_dir / "junit.xml").open("wb") as handle:
+        handle.write(real)
+        handle.write(b"\n" * (32 * 1024 * 1024 + 1 - len(real)))
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    results = results_by_key(Path(options["results-dir"]))
+    assert results["get-task-context"]["status"] == "passed"
+    broken = results["budget-stop"]
+    assert broken["status"] == "broken"
+    assert "export.adapter" in broken["statusDetails"]["message"]
+    assert "over the 32 MiB" in broken["statusDetails"]["message"]

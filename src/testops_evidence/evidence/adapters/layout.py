@@ -98,6 +98,20 @@ def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]
                       expected=f"<= {max_bytes} bytes of {what}", actual=total)
 
 
+def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
+    """A report's bytes. A report over its kind's cap is that case's problem, not the campaign's: it is
+    ``export.adapter`` (the case broken, every other case exported), where every other unsafe read — a link,
+    a special file — stays a refusal of the whole export."""
+    try:
+        return read_safe(root, relpath, limit=limit)
+    except Refusal as refusal:
+        if refusal.code != "io.too_large":
+            raise
+        raise Refusal("export.adapter", f"{_shown(root)}{relpath} is over the {limit // MIB} MiB a {what} report "
+                      f"may hold ({refusal.actual} bytes): write a smaller report, or split it", field=relpath,
+                      expected=f"a {what} report of at most {limit} bytes", actual=refusal.actual) from None
+
+
 def _inspect_run(data: bytes, source: str) -> FrameworkRun:
     return inspect.to_run(inspect.read_log(data, source))
 
@@ -107,6 +121,7 @@ FRAMEWORKS: dict[str, tuple[tuple[str, ...], int, Callable[[bytes, str], Framewo
     "inspect-log": ((".eval", ".json"), inspect.LOG_LIMIT, _inspect_run),
     "promptfoo": ((".json",), promptfoo.RESULTS_LIMIT, promptfoo.read_results),
 }
+_KIND_NAMES = {"inspect-log": "Inspect AI log", "promptfoo": "promptfoo results"}
 
 
 def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str | None = None,
@@ -126,7 +141,7 @@ def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str 
     runs: list[tuple[str, FrameworkRun]] = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, prefix + name, limit=limit)
+        data = read_report(root, prefix + name, limit, _KIND_NAMES[kind])
         inputs.append((prefix + artifact_name(name, f"{kind}{wanted[0]}"), sha256_bytes(data)))
         # refusals name the log by its whole path as the operator gave it, so it can be opened as written
         runs.append((shown_root + prefix + name, parse(data, shown_root + prefix + name)))
@@ -206,7 +221,7 @@ def read_junit_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outco
     outcomes: list[Outcome] = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, name, limit=JUNIT_LIMIT)
+        data = read_report(root, name, JUNIT_LIMIT, "JUnit XML")
         inputs.append((name, sha256_bytes(data)))
         outcomes += parse_junit(data, _shown(root) + name)
     return outcomes, inputs
@@ -216,7 +231,7 @@ def read_allure_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outc
     files = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, name, limit=RESULT_LIMIT)
+        data = read_report(root, name, RESULT_LIMIT, "Allure result")
         inputs.append((name, sha256_bytes(data)))
         files.append((_shown(root) + name, data))
     return parse_results(files), inputs
