@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from evidence_support import HEAD_SHA, example_contract
+from test_summary_injection import assert_inert
 from testops_evidence.evidence.adapters.frameworks import framework_cell
 from testops_evidence.evidence.adapters.promptfoo import read_results
 
@@ -96,3 +97,121 @@ def test_a_junit_report_over_its_cap_breaks_only_its_case(tmp_path: Path) -> Non
     assert broken["status"] == "broken"
     assert "export.adapter" in broken["statusDetails"]["message"]
     assert "over the 32 MiB" in broken["statusDetails"]["message"]
+
+
+# --- file names ------------------------------------------------------------------------------------------------
+
+MARATHON = DATA / "marathon" / "com.mikepenz.DummyTest3#test_01.xml"
+
+
+def test_a_marathon_report_named_with_a_hash_is_read(tmp_path: Path) -> None:
+    """Marathon names each report `<class>#<test>.xml`: `#` is unusual, not unsafe. Before, the name alone was
+    io.unsafe_path, from `cell --junit DIR` and for the whole export."""
+    from testops_evidence.evidence.adapters import FAILED
+    from testops_evidence.evidence.adapters.layout import read_reports
+
+    (tmp_path / MARATHON.name).write_bytes(MARATHON.read_bytes())
+    outcomes, inputs = read_reports(tmp_path)
+    assert [(o.name, o.status) for o in outcomes] == [("test_01", FAILED)]
+    assert [name for name, _ in inputs] == [MARATHON.name]
+
+
+def test_export_reads_a_marathon_report_and_records_it_by_a_listed_name(tmp_path: Path) -> None:
+    from test_export import export, prepare, results_by_key
+
+    options, env = prepare(tmp_path)
+    for path in Path(options["cell-results"]).glob("budget-stop*.json"):
+        path.unlink()
+    case_dir = Path(options["cell-results"]) / "budget-stop"
+    case_dir.mkdir()
+    (case_dir / MARATHON.name).write_bytes(MARATHON.read_bytes())
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    results = results_by_key(Path(options["results-dir"]))
+    assert results["get-task-context"]["status"] == "passed"
+    # read, not refused: its one test maps to no check of budget-stop, so the checks are not recorded
+    message = results["budget-stop"]["statusDetails"]["message"]
+    assert "Infrastructure failure" in message and "io.unsafe_path" not in message, message
+
+
+@pytest.mark.parametrize("name", ["line\nbreak.xml", "escape\x1b[31m.xml", "bidi\u202egnp.xml", "tab\there.xml"])
+def test_an_unsafe_report_name_breaks_only_its_case_and_reaches_the_summary_escaped(tmp_path: Path,
+                                                                                     name: str) -> None:
+    """A control or format character in a report's name is refused (export.report_name) for that case alone."""
+    from test_export import export, prepare, results_by_key
+
+    options, env = prepare(tmp_path)
+    for path in Path(options["cell-results"]).glob("budget-stop*.json"):
+        path.unlink()
+    case_dir = Path(options["cell-results"]) / "budget-stop"
+    case_dir.mkdir()
+    (case_dir / name).write_bytes(MARATHON.read_bytes())
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    results = results_by_key(Path(options["results-dir"]))
+    assert results["get-task-context"]["status"] == "passed"
+    assert results["budget-stop"]["status"] == "broken"
+    assert "export.report_name" in results["budget-stop"]["statusDetails"]["message"]
+    assert name not in run.summary, "the raw name reached the summary"
+    assert_inert(run.summary)
+
+
+def test_a_name_that_is_markup_reaches_the_summary_as_text(tmp_path: Path) -> None:
+    """A name may hold `<`, `>`, `[`, `]`, `(`, `)` and backquotes: read as it is, shown as text."""
+    from test_export import export, prepare
+
+    options, env = prepare(tmp_path)
+    for path in Path(options["cell-results"]).glob("budget-stop*.json"):
+        path.unlink()
+    case_dir = Path(options["cell-results"]) / "budget-stop"
+    case_dir.mkdir()
+    name = "x` | ![i](https:evil.example) [l](https:evil.example) <img src=x onerror=1> <details> #z.xml"
+    (case_dir / name).write_bytes(b"<testsuite><testcase name='a'>")  # truncated: export.adapter names it
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    assert "export.adapter" in run.summary and "onerror" in run.summary  # the name is shown ...
+    assert_inert(run.summary)  # ... as text, as GitHub's renderer reads it
+
+
+# --- allure-results ----------------------------------------------------------------------------------------------
+
+ALLURE = DATA.parent / "allure-results" / "allure-pytest"
+PASSED_RESULT = ALLURE / "301922c7-09fa-43a5-a60f-856c7bc5d073-result.json"  # test_tool_called, passed
+FAILED_RESULT = ALLURE / "c4987427-fb2c-41db-a0c7-55c5e2cd7fe3-result.json"  # test_answer_grounded, failed
+
+
+def respelled(path: Path, status: Any) -> bytes:
+    """The real allure-pytest result with its status spelled otherwise. No allure-pytest writes these
+    spellings; other producers' adapters do, and Allure Report 3's reader reads every one of them as below
+    (allure-framework/allure3, packages/reader/src/allure2/index.ts, convertStatus: lower-cased; null or
+    anything else is unknown)."""
+    import json
+
+    document = json.loads(path.read_bytes())
+    document["status"] = status
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize(("path", "status", "expected"), [
+    (PASSED_RESULT, "PASSED", "passed"), (PASSED_RESULT, "Passed", "passed"),
+    (FAILED_RESULT, "FAILED", "failed"), (PASSED_RESULT, "SKIPPED", "skipped"),
+    (PASSED_RESULT, None, "error"), (PASSED_RESULT, "passed-ish", "error"),
+])
+def test_allure_statuses_are_read_as_allure_report_3_reads_them(path: Path, status: Any, expected: str) -> None:
+    from testops_evidence.evidence.adapters.allure_results import parse_result
+
+    _fold, outcome = parse_result(respelled(path, status), path.name)
+    assert outcome.status == expected
+    if expected == "error":
+        assert "read as unknown" in (outcome.message or "")
+
+
+def test_a_zero_byte_allure_result_file_is_no_result_and_passes_nothing() -> None:
+    """A zero-byte *-result.json (a writer killed before it wrote) holds no result: Allure Report 3 shows
+    none, and the check its test would have measured stays not recorded."""
+    from testops_evidence.evidence.adapters.allure_results import parse_results
+
+    files = [(p.name, p.read_bytes()) for p in sorted(ALLURE.glob("*-result.json"))]
+    emptied = [(name, b"" if name == PASSED_RESULT.name else data) for name, data in files]
+    names = {o.name for o in parse_results(emptied)}
+    assert "test_tool_called" not in names and "test_answer_grounded" in names

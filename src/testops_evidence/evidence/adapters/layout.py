@@ -355,6 +355,16 @@ def _has_reports(inside: Sequence[Entry]) -> bool:
                or (i.is_dir and i.name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)) for i in inside)
 
 
+def _name_failure(refusal: Refusal, relpath: str, key: str, worker: str | None) -> CellFile:
+    """A file with an unsafe name below a case's directory makes that case broken (``export.report_name``);
+    any other refusal is raised again."""
+    if refusal.code != "io.unsafe_path" or refusal.field != "name":
+        raise refusal
+    return CellFile(relpath, case=key, worker=worker, failure=Refusal(
+        "export.report_name", f"case directory {relpath}: {refusal.message}; nothing in it was read",
+        field=relpath, expected=refusal.expected, actual=refusal.actual))
+
+
 class _Reader:
     """Reads one cell-results directory into :class:`CellFile` candidates (nothing is trusted yet)."""
 
@@ -388,7 +398,14 @@ class _Reader:
         return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
 
     def case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
-        """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal)."""
+        """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal). A
+        file below it with an unsafe name is that case's problem (``export.report_name``), not the campaign's."""
+        try:
+            return self._case_directory(relpath, key, worker)
+        except Refusal as refusal:
+            return [_name_failure(refusal, relpath, key, worker)]
+
+    def _case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
         inside = [item for item in list_dir(self.root, relpath) if not item.name.startswith(".")]
         documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
         if documents:
@@ -425,7 +442,13 @@ class _Reader:
                                   actual=entry.name)
                 files.append(self.cell_file(entry.name, None, None))
                 continue
-            inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
+            try:
+                inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
+            except Refusal as refusal:
+                if entry.name not in self.cases:
+                    raise
+                files.append(_name_failure(refusal, entry.name, entry.name, None))
+                continue
             documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
             if documents:
                 files += self.cell_files(entry.name, documents, None, None)
