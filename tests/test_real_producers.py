@@ -215,3 +215,26 @@ def test_a_zero_byte_allure_result_file_is_no_result_and_passes_nothing() -> Non
     emptied = [(name, b"" if name == PASSED_RESULT.name else data) for name, data in files]
     names = {o.name for o in parse_results(emptied)}
     assert "test_tool_called" not in names and "test_answer_grounded" in names
+
+
+# --- Inspect AI --------------------------------------------------------------------------------------------------
+
+OLD_INSPECT = next((DATA / "inspect-ai-0.3.60").glob("*.eval"))
+
+
+def test_an_older_inspect_log_named_with_a_plus_is_read_with_the_usage_of_its_sample_records(tmp_path: Path) -> None:
+    """inspect-ai 0.3.60 names its logs `<time>+00-00_<task>_<id>.eval` and writes sample summaries without
+    model_usage; the sample records hold it. Before, the name was io.unsafe_path (from a directory) and every
+    counter was unavailable."""
+    from testops_evidence.evidence.adapters.layout import read_framework_logs
+
+    (tmp_path / OLD_INSPECT.name).write_bytes(OLD_INSPECT.read_bytes())
+    runs, inputs = read_framework_logs(tmp_path, "", "inspect-log")
+    assert [name for name, _ in inputs] == [OLD_INSPECT.name.replace("+", "_")]
+    cell = framework_cell(CONTRACT.case("get-task-context"), runs, source_sha=HEAD_SHA, selection_sha256=DIGEST,
+                          profile=PROFILE, inputs=inputs, fallback_time=1_764_000_000.0, origin="inspect-log")
+    assert cell["disposition"] == "passed", cell["message"]
+    usage = cell["usage"]
+    assert (usage["input-tokens"], usage["output-tokens"]) == (100, 20), usage
+    # Inspect 0.3.60 records no cache counters or cost for mockllm: unavailable, never zero
+    assert usage["cost-nanodollars"] == {"coverage": "unavailable"}
