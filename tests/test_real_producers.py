@@ -238,3 +238,32 @@ def test_an_older_inspect_log_named_with_a_plus_is_read_with_the_usage_of_its_sa
     assert (usage["input-tokens"], usage["output-tokens"]) == (100, 20), usage
     # Inspect 0.3.60 records no cache counters or cost for mockllm: unavailable, never zero
     assert usage["cost-nanodollars"] == {"coverage": "unavailable"}
+
+
+def test_promptfoo_results_without_failure_reason_are_read_by_their_grading_result() -> None:
+    """Results of evals recorded before promptfoo had failureReason carry none when exported. No such real file
+    was found in time: this is the committed restricted-tests file (promptfoo 0.123.1) with the field taken out
+    of every result and two results made to fail and to error. A result that did not succeed is failed by its
+    assertions when graded and errored when not; never passed. Before, the file was refused (export.adapter)."""
+    import json
+
+    document = json.loads((DATA / "promptfoo-0.123.1-restricted" / "results.json").read_bytes())
+    summary = document["results"]
+    for result in summary["results"]:
+        del result["failureReason"]
+    first, second = summary["results"][0], summary["results"][1]
+    first["success"] = False  # graded, an assertion failed
+    first["gradingResult"]["pass"] = False
+    first["gradingResult"]["componentResults"][0]["pass"] = False
+    second["success"] = False  # the provider errored: no grading result
+    second["gradingResult"] = None
+    second["error"] = "connection refused"
+    summary["stats"].update(successes=summary["stats"]["successes"] - 2, failures=1, errors=1)
+    run = read_results(json.dumps(document).encode(), "results.json")
+    cell = framework_cell(CONTRACT.case("get-task-context"), [("results.json", run)], source_sha=HEAD_SHA,
+                          selection_sha256=DIGEST, profile=PROFILE, inputs=[("results.json", "0" * 64)],
+                          fallback_time=1_764_000_000.0, origin="promptfoo")
+    assert cell["disposition"] == "infrastructure_failure", cell["message"]
+    messages = {check["id"]: check.get("message", "") for check in cell["checks"]}
+    assert messages["tool-called"].startswith("error: "), messages
+    assert "without failureReason" in cell["message"]
