@@ -267,3 +267,29 @@ def test_promptfoo_results_without_failure_reason_are_read_by_their_grading_resu
     messages = {check["id"]: check.get("message", "") for check in cell["checks"]}
     assert messages["tool-called"].startswith("error: "), messages
     assert "without failureReason" in cell["message"]
+
+
+SAMPLE_EXPORT = DATA / "promptfoo-0.118.10" / "sample-export.json"
+
+
+def test_a_finished_export_of_a_promptfoo_before_0_120_7_is_counted_finished() -> None:
+    """promptfoo's own export fixture (0.118.10, which writes no stats.durationMs): its config declares two
+    tests, the file numbers tests 0 and 1 in both provider columns, so it finished; its results are read."""
+    run = read_results(SAMPLE_EXPORT.read_bytes(), SAMPLE_EXPORT.name)
+    assert run.incomplete is None
+    assert {unit.name for unit in run.units} == {"test 0 prompt 0 (openai:gpt-5)", "test 0 prompt 1 (openai:gpt-5-mini)",
+                                                 "test 1 prompt 0 (openai:gpt-5)", "test 1 prompt 1 (openai:gpt-5-mini)"}
+    assert not any(outcome.status == "passed" and outcome.name == "latency" for outcome in run.outcomes)
+
+
+def test_the_same_export_without_its_last_test_does_not_show_it_finished() -> None:
+    """Never a wrong pass: the fixture as an interruption before test 1 would have left it (test 1's results
+    gone, the stats counting what is there) — the config still declares two tests."""
+    import json
+
+    document = json.loads(SAMPLE_EXPORT.read_bytes())
+    summary = document["results"]
+    summary["results"] = [r for r in summary["results"] if r["testIdx"] == 0]
+    summary["stats"]["failures"] = 2
+    run = read_results(json.dumps(document).encode(), SAMPLE_EXPORT.name)
+    assert run.incomplete is not None and "declares 2 test(s)" in run.incomplete, run.incomplete
