@@ -293,3 +293,29 @@ def test_the_same_export_without_its_last_test_does_not_show_it_finished() -> No
     summary["stats"]["failures"] = 2
     run = read_results(json.dumps(document).encode(), SAMPLE_EXPORT.name)
     assert run.incomplete is not None and "declares 2 test(s)" in run.incomplete, run.incomplete
+
+
+def test_an_interrupted_promptfoo_eval_is_not_published_passed_by_a_pass_at_k_policy(tmp_path: Path) -> None:
+    """The issue's path: the interrupted file in the case's `promptfoo/` directory, the case measured three
+    times under `verdict: any`. Export adapts one cell per repeat the file holds; before, repeats 1 and 2
+    passed, so the case was published passed."""
+    import shutil
+
+    from evidence_support import small_contract
+    from test_export import export, prepare
+    from testops_evidence.contract import contract_from_document
+    from testops_evidence.evidence.receipt import load_receipt
+
+    document = small_contract().document
+    document["cases"][0] = {**document["cases"][0], "trials": {"count": 3, "verdict": "any"}}
+    contract = contract_from_document(document)
+    options, env = prepare(tmp_path, [], contract=contract)
+    case_dir = Path(options["cell-results"]) / "get-task-context" / "promptfoo"
+    case_dir.mkdir(parents=True)
+    shutil.copy(DATA / "promptfoo-0.123.1-interrupted" / "results.json", case_dir / "results.json")
+    run = export(tmp_path, options, env)
+    assert run.exit_code == 1, run.summary
+    receipt = load_receipt(options["results-dir"] + "-receipt.json")
+    row = next(row for row in receipt.results if row["key"] == "get-task-context")
+    assert row["status"] == "broken", row
+    assert [trial["status"] for trial in row["trials"]] == ["broken", "broken", "broken"], row["trials"]
