@@ -341,6 +341,14 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "adapters).",
               cause="An empty report directory, a report of another tool, or test names that map to no check.",
               scope=SCOPE_CASE),
+        _spec("export.report_name", _U, "a file in a case's directory has a name that is unsafe to read (a "
+              "separator, a control or format character, bytes that are not UTF-8, or over 255 bytes); that case "
+              "is broken, every other case is exported",
+              "Rename the file the message names (its name is shown escaped), or keep it out of the case's "
+              "directory; names with spaces, `+`, `#`, `:` or non-ASCII letters are read as they are.",
+              cause="A harness that writes a line break, an escape sequence or a bidirectional override into a "
+              "file name, or a file system that stores names that are not UTF-8.",
+              scope=SCOPE_CASE),
         _spec("export.log_version", _U, "an Inspect AI log or promptfoo results file has a format version this "
               "release does not read (the message names it)",
               "Write the log with a supported version of the tool (docs/evidence.md, \"Evaluation frameworks\" "
