@@ -14,8 +14,8 @@ import pytest
 
 from evidence_support import HEAD_SHA, example_contract
 from test_summary_injection import assert_inert
-from testops_evidence.evidence.adapters.frameworks import framework_cell
-from testops_evidence.evidence.adapters.promptfoo import read_results
+from testops_evidence.readers.adapters.frameworks import framework_cell
+from testops_evidence.readers.adapters.promptfoo import read_results
 
 DATA = Path(__file__).resolve().parent / "data" / "producers"
 CONTRACT = example_contract()
@@ -107,8 +107,8 @@ MARATHON = DATA / "marathon" / "com.mikepenz.DummyTest3#test_01.xml"
 def test_a_marathon_report_named_with_a_hash_is_read(tmp_path: Path) -> None:
     """Marathon names each report `<class>#<test>.xml`: `#` is unusual, not unsafe. Before, the name alone was
     io.unsafe_path, from `cell --junit DIR` and for the whole export."""
-    from testops_evidence.evidence.adapters import FAILED
-    from testops_evidence.evidence.adapters.layout import read_reports
+    from testops_evidence.readers.adapters import FAILED
+    from testops_evidence.readers.adapters.layout import read_reports
 
     (tmp_path / MARATHON.name).write_bytes(MARATHON.read_bytes())
     outcomes, inputs = read_reports(tmp_path)
@@ -198,7 +198,7 @@ def respelled(path: Path, status: Any) -> bytes:
     (PASSED_RESULT, None, "error"), (PASSED_RESULT, "passed-ish", "error"),
 ])
 def test_allure_statuses_are_read_as_allure_report_3_reads_them(path: Path, status: Any, expected: str) -> None:
-    from testops_evidence.evidence.adapters.allure_results import parse_result
+    from testops_evidence.readers.adapters.allure_results import parse_result
 
     _fold, outcome = parse_result(respelled(path, status), path.name)
     assert outcome.status == expected
@@ -209,7 +209,7 @@ def test_allure_statuses_are_read_as_allure_report_3_reads_them(path: Path, stat
 def test_a_zero_byte_allure_result_file_is_no_result_and_passes_nothing() -> None:
     """A zero-byte *-result.json (a writer killed before it wrote) holds no result: Allure Report 3 shows
     none, and the check its test would have measured stays not recorded."""
-    from testops_evidence.evidence.adapters.allure_results import parse_results
+    from testops_evidence.readers.adapters.allure_results import parse_results
 
     files = [(p.name, p.read_bytes()) for p in sorted(ALLURE.glob("*-result.json"))]
     emptied = [(name, b"" if name == PASSED_RESULT.name else data) for name, data in files]
@@ -226,7 +226,7 @@ def test_an_older_inspect_log_named_with_a_plus_is_read_with_the_usage_of_its_sa
     """inspect-ai 0.3.60 names its logs `<time>+00-00_<task>_<id>.eval` and writes sample summaries without
     model_usage; the sample records hold it. Before, the name was io.unsafe_path (from a directory) and every
     counter was unavailable."""
-    from testops_evidence.evidence.adapters.layout import read_framework_logs
+    from testops_evidence.readers.adapters.layout import read_framework_logs
 
     (tmp_path / OLD_INSPECT.name).write_bytes(OLD_INSPECT.read_bytes())
     runs, inputs = read_framework_logs(tmp_path, "", "inspect-log")
@@ -303,8 +303,8 @@ def test_an_interrupted_promptfoo_eval_is_not_published_passed_by_a_pass_at_k_po
 
     from evidence_support import small_contract
     from test_export import export, prepare
+    from testops_evidence.campaign.receipt import load_receipt
     from testops_evidence.contract import contract_from_document
-    from testops_evidence.evidence.receipt import load_receipt
 
     document = small_contract().document
     document["cases"][0] = {**document["cases"][0], "trials": {"count": 3, "verdict": "any"}}
