@@ -21,7 +21,15 @@ from testops_evidence import collector, summary
 from testops_evidence.campaign import ledger as ledgers
 from testops_evidence.campaign import previous, remote_cells, stats, usage
 from testops_evidence.campaign.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
-from testops_evidence.campaign.cells import USAGE_ALLOWED, BoundCell, CellFile, admit, format_time
+from testops_evidence.campaign.cells import (
+    NOT_RECORDED,
+    USAGE_ALLOWED,
+    BoundCell,
+    CellFile,
+    Verdict,
+    admit,
+    format_time,
+)
 from testops_evidence.campaign.cells import Binding as CellBinding
 from testops_evidence.campaign.matrix import Unit, plan_matrices
 from testops_evidence.campaign.receipt import (
@@ -123,7 +131,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     accounts = usage.account(((case.key, case.lane, n, _attempt_figures(bound.get((case.key, n))))
                               for case in cases for n in range(1, case.trials.count + 1)), USAGE_ALLOWED)
     judgement = _judge_budget(contract, cases, bound, accounts)
-    outcomes = {case.key: case_outcome(case, bound, judgement.verdicts if judgement else None) for case in cases}
+    judged = {**_unfinished(workers, bound), **(judgement.verdicts if judgement else {})}
+    outcomes = {case.key: case_outcome(case, bound, judged or None) for case in cases}
 
     binding = allure.Binding(
         campaign=contract.campaign,
@@ -227,6 +236,30 @@ class Workers:
         self.jobs = jobs
         self.owners = {unit: job for job, units in jobs.items() for unit in units}
         self.collected = collected
+
+
+UNFINISHED = "campaign.unfinished"
+
+
+def _unfinished(workers: Workers | None, bound: Mapping[Unit, BoundCell]) -> dict[Unit, Verdict]:
+    """The units of the worker jobs that collect-cells found without an artifact (cancelled, timed out or cut
+    short before their upload): broken with ``campaign.unfinished``, so a campaign cut short says which cases
+    never finished, and why, rather than only that no cell reached the export."""
+    receipt = workers.collected if workers is not None else None
+    if workers is None or receipt is None:
+        return {}
+    verdicts: dict[Unit, Verdict] = {}
+    for worker in receipt.get("workers", []):
+        if not isinstance(worker, dict) or worker.get("artifact") or str(worker.get("job")) not in workers.jobs:
+            continue
+        job, upload = str(worker["job"]), str(worker.get("upload"))
+        for unit in workers.jobs[job]:
+            if unit in bound:
+                continue
+            verdicts[unit] = Verdict("broken", NOT_RECORDED, f"Never finished: worker job {job!r} ended without "
+                                     f"uploading its cells (its upload step: {upload}); the campaign was cancelled, "
+                                     "timed out or cut short before this case was measured.", code=UNFINISHED)
+    return verdicts
 
 
 def _match_collected(workers: Workers, present: list[str], selection_sha256: str) -> None:
