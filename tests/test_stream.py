@@ -346,6 +346,13 @@ def test_a_changed_ledger_or_published_file_is_refused(tmp_path: Path, github: G
     published.write_bytes(published.read_bytes() + b" ")
     verified = campaign.verify_stream(exported, run)
     assert (verified.exit_code, verified.outputs["error-code"]) == (3, "stream.ledger"), verified.summary
+    published.write_bytes(published.read_bytes()[:-1])
+    (tmp_path / "stream" / "planted.json").write_text("{}")  # something added to the stream artifact
+    verified = campaign.verify_stream(exported, run)
+    assert (verified.exit_code, verified.outputs["error-code"]) == (3, "stream.ledger"), verified.summary
+    assert "planted.json" in verified.failure()["message"]
+    (tmp_path / "stream" / "planted.json").unlink()
+    assert campaign.verify_stream(exported, run).exit_code == 0
     ledger = tmp_path / "stream" / LEDGER_NAME
     ledger.write_bytes(ledger.read_bytes().replace(b'"passed"', b'"failed"', 1))
     verified = campaign.verify_stream(exported, run)

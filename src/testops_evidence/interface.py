@@ -131,12 +131,14 @@ INPUTS: tuple[InputSpec, ...] = (
               "contract it reads (optional).",
               "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "stream",
                                                   "verify-stream", "upload", "verify", "cell", "pages"), kind="path"),
-    InputSpec("selection-dir", "verify-selection / collect-cells / export / upload / verify / pages: the fresh "
+    InputSpec("selection-dir", "verify-selection / collect-cells / export / stream / verify-stream / upload / verify "
+              "/ pages: the fresh "
               "directory the selection artifact was downloaded into (by its id). The selection is read from it "
               "(a bare file name in `selection-path`, its default included, is taken inside it), and the phase "
               "refuses the directory when it holds anything but the selection's own files "
               "(`selection.extra_file`). Empty: no directory check.", "",
-              ("verify-selection", "collect-cells", "export", "upload", "verify", "pages"), kind="path"),
+              ("verify-selection", "collect-cells", "export", "stream", "verify-stream", "upload", "verify", "pages"),
+              kind="path"),
     InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
               "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
               "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`); pages (optional): "

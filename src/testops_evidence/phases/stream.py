@@ -241,7 +241,9 @@ class Stream:
                           "downloaded as other bytes than the digest its upload step reported", field=worker.artifact.name,
                           expected=f"sha256:{worker.artifact.sha256}", actual=f"sha256:{got}")
         name = artifact_name(self.prefix, attempt, worker.job)
-        root = self.directory / ".cells" / worker.job
+        # Read from this job's state directory, never from the publication: the stream directory holds only what
+        # was published (its artifact is held to exactly that).
+        root = self.ctx.state.ensure() / "stream-cells" / worker.job
         _extract_into(root / name, data)
         facts = {"cases": {c.key: c for c in self.contract.cases}, "source_sha": self.selection.context.head_sha,
                  "profile": self.selection.document["profile"], "selection_sha256": self.selection.digest,

@@ -12,6 +12,8 @@ delivered). A difference refuses (``stream.mismatch``, ``stream.missing``, ``str
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from testops_evidence import summary, trust
@@ -49,6 +51,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     receipt = admission.receipt
     directory = ctx.settings.path("stream-dir") or STREAM_DIR
     ledger_path = directory / LEDGER_NAME
+    # The downloaded stream artifact holds the ledger and the results it lists, nothing beside them.
+    _only_the_stream(directory)
     digest, given = read_travelled(ledger_path, ctx.settings.string("stream-sha256"), in_actions=in_actions,
                                    name="stream-sha256", limit=LEDGER_LIMIT)
     data = read_safe_path(ledger_path, limit=LEDGER_LIMIT)
@@ -80,3 +84,21 @@ def run(ctx: PhaseContext) -> PhaseResult:
                        outputs={"published-count": counts["published"], "verified-count": counts["published"],
                                 "all-passed": receipt.all_passed, "stream-complete": complete},
                        exit_code=EXIT_CASES_FAILED if fail and not receipt.all_passed else EXIT_OK)
+
+
+def _only_the_stream(directory: Path) -> None:
+    """The downloaded stream artifact holds the ledger (a file) and the results it lists (a directory), nothing
+    beside them (``stream.ledger``)."""
+    kinds = {LEDGER_NAME: stat.S_ISREG, RESULTS_DIR: stat.S_ISDIR}
+    try:
+        with os.scandir(directory) as entries:
+            extra = sorted(entry.name for entry in entries if entry.name not in kinds
+                           or not kinds[entry.name](entry.stat(follow_symlinks=False).st_mode))
+    except OSError as exc:
+        raise Refusal("stream.ledger", f"the stream directory {directory} cannot be read ({exc.strerror}): download "
+                      "the stream artifact into it by its id", field="stream-dir", expected=sorted(kinds),
+                      actual=str(directory)) from None
+    if extra:
+        raise Refusal("stream.ledger", f"the stream directory {directory} holds {', '.join(extra[:10])} beside the "
+                      "ledger and its results: the artifact was added to after the stream job made it",
+                      field="stream-dir", expected=sorted(kinds), actual=extra[:20])
