@@ -4,6 +4,7 @@ published to the export receipt of the same cells (the batch path)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -137,11 +138,12 @@ class Campaign:
                                              "results-dir": str(self.tmp / "allure-results")}, self.env,
                         new_uuid=uuid_factory("00000000-0000-4000-8002"))
 
-    def verify_stream(self, exported: PhaseRun, stream: PhaseRun) -> PhaseRun:
+    def verify_stream(self, exported: PhaseRun, stream: PhaseRun | dict[str, str]) -> PhaseRun:
+        outputs = stream if isinstance(stream, dict) else stream.outputs
         return run_mode("verify-stream", self.tmp, {
             **self.options, "state-dir": str(self.tmp / "verify-state"), "results-dir": str(self.tmp / "allure-results"),
             "receipt-sha256": exported.outputs["receipt-sha256"], "stream-dir": str(self.tmp / "stream"),
-            "stream-sha256": stream.outputs["stream-sha256"]}, self.env)
+            "stream-sha256": outputs["stream-sha256"]}, self.env)
 
 
 def published_keys(campaign: Campaign) -> list[str]:
@@ -300,7 +302,24 @@ def test_the_stream_stops_at_its_deadline_and_leaves_the_rest_to_export(tmp_path
     assert sum(clock.sleeps) <= 600
     assert [s for s in clock.sleeps] == sorted(clock.sleeps)  # backoff while nothing changes
     assert published_keys(campaign) == [key for key, _trial in JOBS[jobs[0]]]
-    assert "stream.incomplete" in run.log or "stream-deadline-seconds reached" in run.log
+    assert "stream-deadline-seconds reached" in run.log
+    assert [r["job"] for r in campaign.ledger()["running"]] == sorted(jobs[1:])
+    # The workers then end; the batch path has every case, and what the stream published equals it.
+    for job in jobs[1:]:
+        campaign.finish(job)
+    exported = campaign.export()
+    verified = campaign.verify_stream(exported, run)
+    assert verified.exit_code == 0, verified.summary
+    assert verified.outputs["stream-complete"] == "false"
+    assert "cut short" in verified.summary
+    # Without the ledger's word that those workers were still running, their cases would be missing.
+    ledger = tmp_path / "stream" / LEDGER_NAME
+    document = json.loads(ledger.read_text())
+    document["running"] = []
+    ledger.write_text(json.dumps(document))
+    verified = campaign.verify_stream(exported, {**run.outputs, "stream-sha256": hashlib.sha256(
+        ledger.read_bytes()).hexdigest()})
+    assert (verified.exit_code, verified.outputs["error-code"]) == (3, "stream.missing"), verified.summary
 
 
 def test_a_case_published_then_measured_differently_is_refused_not_overwritten(tmp_path: Path,

@@ -202,7 +202,7 @@ class Stream:
             "published": list(self.published.values()),
             "unfinished": [{"job": job, "why": why, "cases": list(self.case_plan[job])}
                            for job, why in sorted(self.unfinished.items())],
-            "running": sorted(self.pending),
+            "running": [{"job": job, "cases": list(self.case_plan[job])} for job in sorted(self.pending)],
         }
         data = canonical_json(document)
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from testops_evidence.publication.stream import (
     RESULTS_DIR,
     check_ledger,
     compare,
+    left_to_export,
     published_files,
 )
 from testops_evidence.publication.tree import check_exact
@@ -66,7 +67,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     results = directory / RESULTS_DIR
     if files or results.exists():
         check_exact(results, files, code="stream.ledger", binding="the stream ledger", limit=LEDGER_LIMIT)
-    counts = compare(published, receipt.results)
+    counts = compare(published, receipt.results, left_to_export(document))
     complete = bool(document.get("complete"))
     unpublished = counts["unpublished"]
     headline = (f"✅ The stream published {counts['published']} of {counts['receipt']} cases, each exactly as the "

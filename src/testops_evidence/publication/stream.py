@@ -16,7 +16,7 @@ delivered); nothing else. A difference is a refusal, never an overwrite: what wa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from testops_evidence.errors import Refusal
@@ -80,8 +80,27 @@ def check_ledger(document: Any, *, campaign: str, selection_sha256: str) -> list
     return published
 
 
-def compare(published: Sequence[Mapping[str, Any]], receipt_rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def left_to_export(document: Mapping[str, Any]) -> set[str]:
+    """The cases of the worker jobs still running when the stream stopped at its deadline (the ledger's
+    ``running``): the stream never saw them end, so only the batch publication has them."""
+    running = document.get("running") or []
+    if not isinstance(running, list):
+        raise Refusal("stream.ledger", "the stream ledger's `running` is not a list", field="running",
+                      expected="a list of {job, cases}", actual=type(running).__name__)
+    keys: set[str] = set()
+    for item in running:
+        cases = item.get("cases") if isinstance(item, dict) else None
+        if not isinstance(cases, list) or not all(isinstance(key, str) for key in cases):
+            raise Refusal("stream.ledger", "an entry of the stream ledger's `running` does not list its cases",
+                          field="running", expected="{job, cases}", actual=str(item)[:100])
+        keys.update(cases)
+    return keys
+
+
+def compare(published: Sequence[Mapping[str, Any]], receipt_rows: Sequence[Mapping[str, Any]],
+            left: Collection[str] = ()) -> dict[str, int]:
     """Hold what the stream published to the export receipt (module docstring); the counts of what was checked.
+    ``left``: cases the stream stopped before (its deadline), which it may not have published.
 
     Refuses ``stream.duplicate`` (a case published twice), ``stream.extra`` (published, not in the receipt),
     ``stream.mismatch`` (published with another status or other evidence than the receipt's: measured
@@ -107,7 +126,7 @@ def compare(published: Sequence[Mapping[str, Any]], receipt_rows: Sequence[Mappi
                           "the export measured from the same run's cells; what was published is left as it is",
                           field=key, expected=want if what == "evidence" else want["status"],
                           actual=got if what == "evidence" else got["status"])
-    missing = [key for key, row in rows.items() if key not in seen and row["status"] != "broken"]
+    missing = [key for key, row in rows.items() if key not in seen and key not in left and row["status"] != "broken"]
     if missing:
         raise Refusal("stream.missing", f"{len(missing)} case(s) of the export receipt that did not end broken were "
                       "never published by the stream", field="published", expected="every case that was measured",
