@@ -316,7 +316,8 @@ class Stream:
                     + ", ".join(f"{counts[s]} {s}" for s in ("passed", "failed", "broken")) + ")"
                     + ("." if complete else f"; {len(self.pending)} worker job(s) had not ended at the deadline."))
         rows = [(summary.status_icon(entry["status"]), summary.code(entry["key"]), entry["status"],
-                 summary.code(entry.get("code") or "—"), summary.join((summary.code(w) for w in entry["workers"]), ", "))
+                 summary.code(entry["code"]) if entry.get("code") else "—",
+                 summary.join((summary.code(w) for w in entry["workers"]), ", "))
                 for entry in list(self.published.values())[:1000]]
         parts = [summary.table(("", ""), [
             ("published", f"{done} of {total}"),
