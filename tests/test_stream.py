@@ -206,54 +206,6 @@ def test_a_re_run_of_the_stream_job_publishes_no_case_twice(tmp_path: Path, gith
     assert len(campaign.ledger()["published"]) == len(CONTRACT.cases)
 
 
-def test_a_replaced_worker_artifact_publishes_nothing_of_that_worker(tmp_path: Path, github: GitHubServer) -> None:
-    campaign = Campaign(tmp_path, github)
-    first, second, *rest = list(JOBS)
-    campaign.finish(first)
-    for job in (second, *rest):
-        campaign.start(job)
-
-    def forge() -> None:
-        # The worker uploaded and ended; then something holding a runtime token overwrote its artifact with a
-        # forged pass of every case (a new artifact: a new id).
-        campaign.finish(second, failing=frozenset(key for key, _trial in JOBS[second]))
-        forged = campaign.artifact_zip_as(second, "forged")
-        github.overwrite_artifact(RUN_ID, f"{PREFIX}-cells-1-{second}", forged)
-
-    run, _clock = campaign.stream([forge])
-    assert (run.exit_code, run.outputs["error-code"]) == (3, "workers.artifact_replaced"), run.summary
-    ledger = campaign.ledger()
-    assert published_keys(campaign) == [key for key, _trial in JOBS[first]]
-    assert not any(key in published_keys(campaign) for key, _trial in JOBS[second])
-    assert ledger["complete"] is False
-
-
-def test_a_cell_in_another_workers_artifact_publishes_nothing_of_it(tmp_path: Path, github: GitHubServer) -> None:
-    campaign = Campaign(tmp_path, github)
-    first, second, *_rest = list(JOBS)
-    campaign.finish(first)
-    # The second worker's own artifact carries a forged pass for a case the plan gave to another job.
-    directory = tmp_path / "forged"
-    directory.mkdir()
-    other = JOBS[list(JOBS)[2]][0][0]
-    (directory / f"{other}.json").write_text(json.dumps(bound_to(cell(CONTRACT, other), campaign.digest)))
-    write_worker_record(directory, second, campaign.digest)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(directory.iterdir()):
-            archive.write(path, path.name)
-    doc = github.add_artifact(RUN_ID, f"{PREFIX}-cells-1-{second}", buffer.getvalue())
-    outputs = {"artifact-id": doc["id"], "artifact-digest": str(doc["digest"]).removeprefix("sha256:")}
-    github.add_job(RUN_ID, 1, campaign.display(second), steps=[
-        {"name": UPLOAD_STEP, "status": "completed", "conclusion": "success"},
-        {"name": evaluate_step_name(REPORT_EXPRESSION, {"upload": outputs}), "status": "completed",
-         "conclusion": "success"}])
-    run, _clock = campaign.stream([])
-    assert run.exit_code == 3, run.summary
-    assert run.outputs["error-code"] in {"export.worker_artifact", "export.cell_origin"}, run.summary
-    assert other not in (published_keys(campaign) if (tmp_path / "stream" / LEDGER_NAME).exists() else [])
-
-
 def test_a_campaign_cancelled_after_half_keeps_the_finished_half_published(tmp_path: Path,
                                                                             github: GitHubServer) -> None:
     campaign = Campaign(tmp_path, github)
@@ -320,39 +272,6 @@ def test_the_stream_stops_at_its_deadline_and_leaves_the_rest_to_export(tmp_path
     verified = campaign.verify_stream(exported, {**run.outputs, "stream-sha256": hashlib.sha256(
         ledger.read_bytes()).hexdigest()})
     assert (verified.exit_code, verified.outputs["error-code"]) == (3, "stream.missing"), verified.summary
-
-
-def test_a_case_published_then_measured_differently_is_refused_not_overwritten(tmp_path: Path,
-                                                                               github: GitHubServer) -> None:
-    campaign = Campaign(tmp_path, github)
-    for job in JOBS:
-        campaign.finish(job)
-    run, _clock = campaign.stream([])
-    assert run.exit_code == 0, run.summary
-    before = {p.name: p.read_bytes() for p in (tmp_path / "stream" / RESULTS_DIR).iterdir()}
-    # The export reads other cells for one case than the stream took (a worker artifact changed in between).
-    job = next(iter(JOBS))
-    key = JOBS[job][0][0]
-    campaign.zips[job] = _with_failure(campaign, job, key)
-    exported = campaign.export()
-    verified = campaign.verify_stream(exported, run)
-    assert (verified.exit_code, verified.outputs["error-code"]) == (3, "stream.mismatch"), verified.summary
-    assert key in verified.failure()["message"]
-    assert {p.name: p.read_bytes() for p in (tmp_path / "stream" / RESULTS_DIR).iterdir()} == before
-
-
-def _with_failure(campaign: Campaign, job: str, key: str) -> bytes:
-    directory = campaign.tmp / "changed" / job
-    directory.mkdir(parents=True)
-    check = next(iter(CONTRACT.case(key).checks))
-    document = cell(CONTRACT, key, disposition="behavior_failure", failed=[check])
-    (directory / f"{key}.json").write_text(json.dumps(bound_to(document, campaign.digest)))
-    write_worker_record(directory, job, campaign.digest)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(directory.iterdir()):
-            archive.write(path, path.name)
-    return buffer.getvalue()
 
 
 def test_a_changed_ledger_or_published_file_is_refused(tmp_path: Path, github: GitHubServer) -> None:
