@@ -217,8 +217,8 @@ class Stream:
         for job in list(self.pending):
             display = job_display_name(self.prefix, job)
             matching = [j for j in api_jobs if j.name == display or j.name.endswith(f" / {display}")]
-            if len(matching) == 1 and matching[0].status == "completed":
-                ended.append(job)
+            if matching and all(j.status == "completed" for j in matching):
+                ended.append(job)  # two jobs of one name are refused by the binding (workers.job_identity)
             elif matching and self.pending[job] is None:
                 self.pending[job] = now
         return ended
