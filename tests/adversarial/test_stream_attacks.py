@@ -118,3 +118,15 @@ def _with_failure(campaign: Campaign, job: str, key: str) -> bytes:
 
 
 
+
+
+def test_a_worker_name_carried_by_two_jobs_is_refused_not_watched_forever(tmp_path: Path,
+                                                                           github: GitHubServer) -> None:
+    campaign = Campaign(tmp_path, github)
+    first, *_rest = list(JOBS)
+    campaign.finish(first)
+    # Another job of the run carries the worker's name (a second campaign with the same prefix, or a copy).
+    github.add_job(RUN_ID, 1, f"other / {PREFIX} {first}", steps=[])
+    run, _clock = campaign.stream([])
+    assert (run.exit_code, run.outputs["error-code"]) == (3, "workers.job_identity"), run.summary
+    assert _published(tmp_path, campaign) == []
