@@ -197,7 +197,7 @@ def test_the_adopter_example_rehearses_with_its_own_pytest_case_command(tmp_path
     cell = json.loads((run_dir / "cell-results" / "order-total.json").read_text())
     assert cell["attempt-id"] == f"local-{run_dir.name}-order-total"  # TESTOPS_EVIDENCE_ATTEMPT_ID reached it
     assert {c["id"]: c["passed"] for c in cell["checks"]} == {"sums-lines": True, "applies-discount": False}
-    assert "assert 1000 == 900" in (run_dir / "logs" / "cases" / "order-total.log").read_text()  # pytest's own output
+    assert "assert 990 == 900" in (run_dir / "logs" / "cases" / "order-total.log").read_text()  # pytest's own output
     assert len(list((run_dir / "state" / "published" / "allure-results").glob("*-result.json"))) == 3
     assert "with your case command: 3 cases" in run.log and "(as designed)" not in run.log
 
