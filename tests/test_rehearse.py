@@ -148,7 +148,7 @@ def test_the_cli_command_and_script_entrypoint(tmp_path: Path, pinned_checkout: 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ignored for the rehearsal: ALLURE_TOKEN, GITHUB_ACTIONS" in done.stdout
     script = (REPO / "scripts" / "rehearse.sh").read_text()
-    assert "bash scripts/setup.sh" in script and '.venv/bin/testops-evidence rehearse "$@"' in script
+    assert "bash scripts/setup.sh rehearsal" in script and 'exec "$cli" rehearse "$@"' in script
 
 
 # --- your own campaign: rehearse --case-command ------------------------------------------------------------------
@@ -272,3 +272,31 @@ def test_your_contract_without_your_case_command_is_refused_not_run_by_the_examp
     assert empty.exit_code == 2 and "--case-command is empty" in empty.log
     missing = rehearse_own(tmp_path, "true", contract="nowhere.yml")
     assert missing.exit_code == 2 and "contract.missing" in missing.log
+
+
+def test_rehearse_sh_passes_the_case_command_through_and_runs_it_in_your_repository(
+        tmp_path: Path, pinned_checkout: Path) -> None:
+    """scripts/rehearse.sh from the action's clone, started in the user's repository with --case-command: the
+    rehearsal runs there (the user's contract, their case command), not in the action's checkout. The clone is
+    this script beside a set-up that has already run (its venv's CLI: this checkout's)."""
+    adopter_checkout(pinned_checkout)
+    action = tmp_path / "action"
+    (action / "scripts").mkdir(parents=True)
+    shutil.copy2(REPO / "scripts" / "rehearse.sh", action / "scripts" / "rehearse.sh")
+    # Set-up already done (scripts/setup.sh is idempotent; here it only records that it was asked).
+    (action / "scripts" / "setup.sh").write_text('echo "setup: $*" >> "$(dirname "$0")/../setup.log"\n')
+    (action / ".venv" / "bin").mkdir(parents=True)
+    cli = action / ".venv" / "bin" / "testops-evidence"
+    cli.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m testops_evidence "$@"\n')
+    cli.chmod(0o755)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "src"), "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", str(action / "scripts" / "rehearse.sh"), "--case-command", "bash evals/run-case.sh",
+                           "--report", "never", "--cases", "greeting"], cwd=pinned_checkout, env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (action / "setup.log").read_text() == "setup: rehearsal\n"
+    assert f"your campaign in {pinned_checkout}" in done.stdout
+    (run_dir,) = (pinned_checkout / "rehearsal").iterdir()  # in the user's repository, not the action's clone
+    receipt = json.loads((run_dir / "allure-results-receipt.json").read_text())
+    assert receipt["counts"] == {"total": 1, "passed": 1, "failed": 0, "broken": 0}
+    assert not (action / "rehearsal").exists()
