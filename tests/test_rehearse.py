@@ -167,9 +167,10 @@ def adopter_checkout(checkout: Path, changes: dict[str, str] | None = None) -> P
     return checkout
 
 
-def rehearse_own(tmp_path: Path, command: str, **options: str):
-    """`rehearse --case-command` as a user runs it from their repository, with this package's CLI importable."""
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "src")}
+def rehearse_own(tmp_path: Path, command: str, exported: dict[str, str] | None = None, **options: str):
+    """`rehearse --case-command` as a user runs it from their repository (whose shell also exports ``exported``), with
+    this package's CLI importable."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "src"), **(exported or {})}
     clock = FakeClock(1_796_119_500.0)
     return run_mode("rehearse", tmp_path, {"workdir": str(tmp_path / "rehearsal"), "case-command": command,
                                            "report": "never", "state-dir": str(tmp_path / "outer-state"), **options},
@@ -300,3 +301,28 @@ def test_rehearse_sh_passes_the_case_command_through_and_runs_it_in_your_reposit
     receipt = json.loads((run_dir / "allure-results-receipt.json").read_text())
     assert receipt["counts"] == {"total": 1, "passed": 1, "failed": 0, "broken": 0}
     assert not (action / "rehearsal").exists()
+
+
+def test_a_case_whose_credentials_this_shell_lacks_is_not_run_and_said(tmp_path: Path, pinned_checkout: Path) -> None:
+    """As case-secrets on GitHub: a case runs only with the credentials its contract entry lists, which locally come
+    from the shell's environment; without them it is not run (case.credentials, exit 2) and exported broken."""
+    contract = (ADOPTER / ".github" / "testops-evidence.yml").read_text()
+    listed = "    title: Greets by name\n    lane: native\n"
+    assert listed in contract
+    adopter_checkout(pinned_checkout, {".github/testops-evidence.yml": contract.replace(
+        listed, listed + "    credentials: [SHOP_API_KEY]\n")})
+    run = rehearse_own(tmp_path, "bash evals/run-case.sh", cases="greeting,refund-policy")
+    assert run.exit_code == 2, run.log[-4000:]
+    statuses = {row["key"]: (row["status"], row["reason"]) for row in receipt_of(tmp_path)["results"]}
+    assert statuses == {"refund-policy": ("passed", "passed"), "greeting": ("broken", "not_recorded")}
+    assert "case greeting: not run — its credentials are not in this shell's environment: SHOP_API_KEY" in run.log
+    assert "case.credentials" in run.log
+
+    # With the credential in the shell, the case runs and gets it; a case that does not list it does not.
+    seen = ('python3 -c \'import os; print(os.environ.get("SHOP_API_KEY", "-"))\' > "key-$TESTOPS_EVIDENCE_CASE"; '
+            'bash evals/run-case.sh')
+    again = rehearse_own(tmp_path / "again", seen, cases="greeting,refund-policy",
+                         exported={"SHOP_API_KEY": "k-7c1d"})
+    assert again.exit_code == 0, again.log[-4000:]
+    assert (pinned_checkout / "key-greeting").read_text().strip() == "k-7c1d"
+    assert (pinned_checkout / "key-refund-policy").read_text().strip() == "-"

@@ -25,6 +25,8 @@ from typing import Any
 
 from testops_evidence.evidence.matrix import LANES, units_of
 
+__all__ = ["LANES", "CaseRun", "cli_shim", "environment_for_cases", "run_cases", "units_of"]
+
 # What bash answers for a command it cannot run: the case command names a program that is not installed.
 _NOT_FOUND, _NOT_EXECUTABLE = 127, 126
 
@@ -112,6 +114,7 @@ def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], sele
     budget = job.get("budget") or {}
     share, per_trial = budget.get("job") or {}, budget.get("trial") or {}
     spent = dict.fromkeys(share, 0)
+    others = {name for other in rows.values() for name in other.get("credentials", [])}
     done: list[CaseRun] = []
     for key, trial in units_of(job):
         row = rows[key]
@@ -136,7 +139,9 @@ def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], sele
         cell = cells / f"{key}.json" if count == 1 else cells / key / f"trial-{trial}.json"
         cell.parent.mkdir(parents=True, exist_ok=True)
         suffix = "" if count == 1 else f"-t{trial}"
-        case_env = dict(env)
+        # As case-secrets on GitHub: a case gets its own credentials, not those other cases of the contract list.
+        own = set(row.get("credentials", []))
+        case_env = {name: value for name, value in env.items() if name not in others or name in own}
         case_env.update(
             TESTOPS_EVIDENCE_CASE=key,
             TESTOPS_EVIDENCE_CASE_JSON=json.dumps(row, sort_keys=True),
