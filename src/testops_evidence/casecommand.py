@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testops_evidence.evidence.matrix import LANES, units_of
+from testops_evidence.campaign.matrix import LANES, units_of
 
 __all__ = ["LANES", "CaseRun", "cli_shim", "environment_for_cases", "run_cases", "units_of"]
 
