@@ -114,8 +114,8 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("standing-plan", "select: a standing testplan.json for manual runs.", "", ("select",), kind="path"),
     InputSpec("job-run-env", "select: a file with the output of `allurectl job-run env` (manual TestOps runs).",
               "", ("select",), kind="path"),
-    InputSpec("cases", "select: comma-separated case keys to select (files backend, or to split a campaign).",
-              "", ("select",)),
+    InputSpec("cases", "select: comma-separated case keys to select (files backend, or to split a campaign). "
+              "rehearse: the same for its campaign.", "", ("select", "rehearse")),
     InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
               ("select",), kind="path"),
     InputSpec("rerun-from", "select: re-run what did not pass: an earlier export receipt (a file, a directory "
@@ -240,6 +240,9 @@ class OptionSpec(_Spec):
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
     OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
+    OptionSpec("case-command", "your campaign instead of the examples': the bash command that runs one case, run "
+               "from this directory for each selected case with the environment the campaign template gives "
+               "(docs/workflows.md); the contract defaults to .github/testops-evidence.yml", ("rehearse",)),
     OptionSpec("case", "required: the contract case key the reports measured", ("cell",)),
     OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
     OptionSpec("allure-results", "an allure-results directory", ("cell",)),
