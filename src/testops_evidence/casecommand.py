@@ -110,7 +110,7 @@ def run_cases(command: str, *, outputs: Mapping[str, Any], selection_path: Path,
 def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], selection: Mapping[str, Any],
              selection_path: Path, selection_sha256: str, cells: Path, logs: Path, cwd: Path,
              env: Mapping[str, str], attempt_prefix: str, bash: str, log: Callable[[str], None]) -> list[CaseRun]:
-    """One worker job of the plan: its units in turn, with the template's running budget (evidence/budget.py)."""
+    """One worker job of the plan: its units in turn, with the template's running budget (campaign/budget.py)."""
     budget = job.get("budget") or {}
     share, per_trial = budget.get("job") or {}, budget.get("trial") or {}
     spent = dict.fromkeys(share, 0)
