@@ -45,3 +45,22 @@ def testops_generation(request: pytest.FixtureRequest) -> Iterator[str]:
         yield generation
     finally:
         conformance.DEFAULT_GENERATION = previous
+
+
+@pytest.fixture(autouse=True)
+def github_answers_as_described() -> Iterator[None]:
+    """Every answer a GitHub test server gave during the test is what GitHub's REST description promises
+    (servers/github_description.py): the suite's flows are the record, the description the judge. Answers a test
+    shaped wrong on purpose (``Answer.crafted``) are left out."""
+    from servers.github_server import GitHubServer
+
+    GitHubServer.started.clear()
+    yield
+    servers, GitHubServer.started[:] = list(GitHubServer.started), []
+    if not servers:
+        return
+    from servers import github_description
+
+    wrong = [line for server in servers for answer in list(server.answers) if not answer.crafted
+             for line in github_description.violations(answer, github_description.plan_of(answer))]
+    assert not wrong, "the GitHub test server answered unlike GitHub's description:\n" + "\n".join(wrong[:20])
