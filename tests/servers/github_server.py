@@ -344,6 +344,7 @@ class GitHubServer:
                     "author": {"name": actor_login, "email": f"{actor_login}@example.com"},
                     "committer": {"name": actor_login, "email": f"{actor_login}@example.com"},
                 },
+                "_actor": _user(actor_id, actor_login),  # the runner knows it even when the answer leaves it out
                 # filled per request by _render_run (they depend on the URL prefix)
                 "_repository": repo["full_name"],
                 "_head_repository": head_repo["full_name"],
@@ -545,7 +546,7 @@ class GitHubServer:
         """A ``workflow_dispatch`` event payload consistent with the run (what GITHUB_EVENT_PATH holds)."""
         run = self._runs[run_id]
         repo = self._repos[run["_repository"].lower()]
-        actor = run["actor"]
+        actor = _runner_actor(run)
         return {
             "inputs": dict(inputs or {}),
             "ref": f"refs/heads/{run.get('head_branch')}",
@@ -576,9 +577,9 @@ class GitHubServer:
             "GITHUB_REF_TYPE": "branch",
             "GITHUB_EVENT_NAME": str(run.get("event")),
             "GITHUB_EVENT_PATH": event_path,
-            "GITHUB_ACTOR": run["actor"]["login"],
-            "GITHUB_ACTOR_ID": str(run["actor"]["id"]),
-            "GITHUB_TRIGGERING_ACTOR": (run.get("triggering_actor") or run["actor"])["login"],
+            "GITHUB_ACTOR": _runner_actor(run)["login"],
+            "GITHUB_ACTOR_ID": str(_runner_actor(run)["id"]),
+            "GITHUB_TRIGGERING_ACTOR": (run.get("triggering_actor") or _runner_actor(run))["login"],
             "GITHUB_SERVER_URL": self.url,
             "GITHUB_API_URL": self.api_url(ghes=ghes),
         }
@@ -954,6 +955,12 @@ def _zip_directory(root: Path) -> bytes:
             info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(2026, 1, 1, 0, 0, 0))
             archive.writestr(info, path.read_bytes())
     return buffer.getvalue()
+
+
+def _runner_actor(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The actor the runner names in GITHUB_ACTOR and the event: the run's, or the one it was added with."""
+    actor = run.get("actor")
+    return actor if isinstance(actor, dict) else run["_actor"]
 
 
 def _shape(doc: Mapping[str, Any]) -> str:
