@@ -184,6 +184,7 @@ class GitHubServer:
         self._next_id = 10_000
         self.log: list[RequestRecord] = []
         self.answers: list[Answer] = []
+        self.judged = 0  # how many of `answers` the suite's fixture has validated (tests/conftest.py)
         self._handed_out: dict[int, str] = {}  # id(document) -> its shape when a test was given it
         # A hostile server: every artifact or job list page links its next page here (another host, scheme
         # or port), whether or not there is one.
@@ -223,6 +224,15 @@ class GitHubServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock the handlers record under: hold it to read ``log`` or ``answers`` as a whole."""
+        return self._lock
 
     @property
     def port(self) -> int:
