@@ -120,6 +120,18 @@ def test_a_run_without_actor_is_read_as_no_actor_known(gh: GitHubServer, tmp_pat
     assert all(check.ok for check in trust_checks(anyone, context))
 
 
+def test_an_earlier_run_listed_without_run_attempt_is_refused_not_read_as_attempt_one(gh: GitHubServer) -> None:
+    """The description documents no default: reading the attempt as 1 would look for the uploads of a re-run
+    among the first attempt's jobs."""
+    gh.add_run(REPO, RUN_ID, head_sha=SHA, status="completed", conclusion="success", run_attempt=REMOVE)
+    caught = refusal(lambda: earlier_run_attempts(gh.api_url(), TOKEN, REPO, "agent-evals.yml", branch="main",
+                                                  before=RUN_ID + 1))
+    assert (caught.code, caught.field, caught.exit_code) == ("github.field_absent", "run_attempt", 4)
+    assert f"run {RUN_ID}" in caught.message
+    [(answer, wrong)] = judged(gh)
+    assert answer.route == "workflow_runs" and wrong == []
+
+
 @pytest.mark.parametrize(("field", "value"), [("actor", None), ("actor", "octocat"), ("run_attempt", None)])
 def test_a_field_present_with_a_type_the_description_does_not_allow_is_still_response_invalid(
         gh: GitHubServer, field: str, value: Any) -> None:

@@ -532,7 +532,10 @@ def earlier_run_attempts(api_url: str, token: str, repository: str, workflow: st
         if not isinstance(item, dict):
             raise _invalid("workflow run list", "workflow_runs[]", type(item).__name__)
         run_id = _int(item, "id", "workflow run")
-        attempt = item.get("run_attempt", 1)
+        if "run_attempt" not in item:  # optional in GitHub's description, with no default it documents
+            raise _absent("workflow run", "run_attempt", f"the jobs of each attempt of run {run_id} bind its "
+                          "artifacts to the job that recorded uploading them")
+        attempt = item.get("run_attempt")
         if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= 1000:
             raise _invalid("workflow run", "run_attempt", attempt)
         if run_id < before:
