@@ -8,12 +8,12 @@ Errors become refusals: an HTTP status from GitHub is ``github.http_<status>``, 
 server is ``github.transport``, an answer still incomplete at its deadline (however slowly its bytes come)
 is ``github.timeout``, a response without a field we bind is ``github.response_invalid``, and a next-page
 link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
+The token is never part of a message: messages name the request, never its headers.
 
 Answers are read as GitHub's REST description (github/rest-api-description) promises them: a field it does not
 require may be absent. Where the action can do without one it reads the absence as the description means it
 (a run without ``actor``: no actor known, which an actor list then refuses); where it cannot (a run without
 ``run_attempt``, which every binding names) the refusal is ``github.field_absent`` and names the field.
-The token is never part of a message: messages name the request, never its headers.
 """
 
 from __future__ import annotations
