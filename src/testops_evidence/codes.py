@@ -638,5 +638,12 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Check that GITHUB_API_URL is the API the runner should use (GHES: https://HOST/api/v3) and that no "
               "proxy rewrites the Link header; the page was not followed, so re-run once the answer is fixed.",
               cause="A proxy or hostile server answering for GitHub with a Link header that points elsewhere."),
+        # --- GitHub answers read as GitHub's REST description promises them (issue 28, G1) ---------------
+        _spec("github.field_absent", _R, "a GitHub answer leaves out a field its description makes optional, "
+              "and the action cannot bind the run without it",
+              "Use a GitHub (or GHES) whose REST API reports the field the refusal names (GHES 3.17's does for "
+              "`run_attempt`); nothing was published, so re-run once it does.",
+              cause="An older GHES or a proxy that leaves out `run_attempt`: GitHub's description does not require "
+                    "it, but every receipt, artifact binding and the first-only trust rule are bound to the attempt."),
     ]
 )
