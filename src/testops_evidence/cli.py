@@ -34,8 +34,8 @@ _DESCRIPTIONS = {
     "check": "validate a contract and print a summary of it",
     "rehearse": "run the whole campaign locally on the files backend",
     "verify-attestation": "re-check a publication attestation (in-toto Statement) against the published files",
-    "cell": "worker: write one cell result from JUnit XML, allure-results, an Inspect AI log or promptfoo results "
-            "(adapter rules in docs/evidence.md)",
+    "cell": "worker: write one cell result from test or evaluation reports (formats and adapter rules in "
+            "docs/evidence.md)",
 }
 
 

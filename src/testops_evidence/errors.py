@@ -163,6 +163,12 @@ class Refusal(Exception):
         # Every problem found, when there are several (a contract): pointer, line, column, message.
         self.problems = [{k: _capped_value(v) for k, v in p.items()} for p in problems] if problems else None
 
+    def detached(self) -> Refusal:
+        """This refusal without the frames it was raised in and the error it was raised from, whose locals hold
+        the refused input: what is kept as evidence of a refused cell or report."""
+        self.__traceback__ = self.__context__ = self.__cause__ = None
+        return self
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message, "exit-code": self.exit_code}
         if self.field is not None:

@@ -25,7 +25,7 @@ MODES: tuple[str, ...] = (
     "pages",
 )
 # Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
-# helper that writes a cell result from JUnit XML / allure-results / Inspect AI logs / promptfoo results.
+# helper that writes a cell result from test or evaluation reports.
 COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell", "verify-attestation")
 
 ALL = "*"  # every action mode; a CLI-only command names the inputs it takes itself
@@ -144,8 +144,8 @@ INPUTS: tuple[InputSpec, ...] = (
               "then builds a YAML contract from the copy guard compiled in the state directory, bound by this digest, "
               "instead of parsing it again (empty: select parses the contract).", "", ("select",)),
     # --- export / upload / verify
-    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
-              "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
+    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case the reports `cell` "
+              "reads: docs/evidence.md).", "cell-results", ("export",), kind="path"),
     InputSpec("artifact-prefix", "export / collect-cells / select: the campaign's artifact prefix. select: the "
               "prefix of the artifacts rerun-from and compare-with look for (default `testops-evidence`). export: "
               "when set, "
@@ -226,11 +226,6 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
     OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
     OptionSpec("case", "required: the contract case key the reports measured", ("cell",)),
-    OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
-    OptionSpec("allure-results", "an allure-results directory", ("cell",)),
-    OptionSpec("inspect-log", "an Inspect AI log (.eval or .json), or a directory of them", ("cell",)),
-    OptionSpec("promptfoo", "a promptfoo results file (promptfoo eval -o results.json), or a directory of them",
-               ("cell",)),
     OptionSpec("out", "required: the cell result file to write (once; never overwritten)", ("cell",)),
     OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
@@ -355,8 +350,14 @@ def inputs_for(mode: str) -> list[InputSpec]:
 
 
 def options_for(command: str) -> list[OptionSpec]:
-    """The options a CLI-only command has beyond its inputs."""
-    return [spec for spec in CLI_OPTIONS if command in spec.commands]
+    """The options a CLI-only command has beyond its inputs; ``cell`` has one per report format, after
+    ``--case`` (evidence/adapters/formats.py)."""
+    specs = [spec for spec in CLI_OPTIONS if command in spec.commands]
+    if command == "cell":
+        from testops_evidence.evidence.adapters.formats import FORMATS
+
+        specs[1:1] = [OptionSpec(fmt.kind, fmt.help, ("cell",)) for fmt in FORMATS]
+    return specs
 
 
 def outputs_for(mode: str) -> list[OutputSpec]:

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-from testops_evidence import collector
 from testops_evidence.contract import Case, validate_document
 from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
 from testops_evidence.evidence.usage import Figure, cell_figures
@@ -457,12 +456,9 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise
-            collector.resume()
-            # Kept as evidence: the refusal alone, not the frames it was raised in (they hold the cell's parsed
-            # document) nor the errors it was raised from.
-            refusal.__traceback__ = refusal.__context__ = refusal.__cause__ = None
             digest = sha256_bytes(item.data) if item.data is not None else None
-            rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal, item.worker, digest, trial))
+            rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal.detached(), item.worker,
+                                                              digest, trial))
             continue
         if cell.attempt_id in attempts:
             raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import collector, summary
+from testops_evidence import summary
 from testops_evidence import ledger as ledgers
 from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case, Contract
@@ -59,11 +59,6 @@ def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
-    result: PhaseResult = collector.run_paused(_run, ctx)  # the cycle collector: see collector.py
-    return result
-
-
-def _run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     selection_path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     selection, digest_given = read_selection(ctx, selection_path)
