@@ -6,9 +6,7 @@ table are all checked against this module by tests, so they agree by constructio
 
 from __future__ import annotations
 
-# Imported by every start (`--version`, worker phases): plain classes, not dataclasses, because importing
-# dataclasses (inspect, ast, re, ...) costs as much as half a bare interpreter start
-# (benchmarks/run.py --only startup; tests/test_startup_imports.py).
+from dataclasses import dataclass
 
 MODES: tuple[str, ...] = (
     "guard",
@@ -32,36 +30,14 @@ ALL = "*"  # every action mode; a CLI-only command names the inputs it takes its
 CLI_ONLY: tuple[str, ...] = tuple(command for command in COMMANDS if command not in MODES)
 
 
-class _Spec:
-    """Value semantics (equality, hash, repr) over ``__slots__``, as a frozen dataclass would give."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({inner})"
-
-
-class InputSpec(_Spec):
-    __slots__ = ("default", "description", "env_fallbacks", "kind", "modes", "name")
-
-    def __init__(self, name: str, description: str, default: str | None = None, modes: tuple[str, ...] = ("*",),
-                 kind: str = "string", env_fallbacks: tuple[str, ...] = ()) -> None:
-        self.name = name
-        self.description = description
-        self.default = default  # the action.yml default; None = no default
-        self.modes = modes
-        self.kind = kind  # string | bool | int | path | secret
-        self.env_fallbacks = env_fallbacks
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    description: str
+    default: str | None = None  # the action.yml default; None = no default
+    modes: tuple[str, ...] = (ALL,)
+    kind: str = "string"  # string | bool | int | path | secret
+    env_fallbacks: tuple[str, ...] = ()
 
     def applies_to(self, mode: str) -> bool:
         return mode in self.modes or (ALL in self.modes and mode in MODES)
@@ -208,18 +184,15 @@ INPUTS: tuple[InputSpec, ...] = (
 INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
 
 
-class OptionSpec(_Spec):
+@dataclass(frozen=True)
+class OptionSpec:
     """A command-line option of a CLI-only command that is not an action input (``rehearse``, ``cell``)."""
 
-    __slots__ = ("choices", "commands", "default", "description", "name")
-
-    def __init__(self, name: str, description: str, commands: tuple[str, ...],
-                 choices: tuple[str, ...] = (), default: str | None = None) -> None:
-        self.name = name
-        self.description = description
-        self.commands = commands
-        self.choices = choices
-        self.default = default
+    name: str
+    description: str
+    commands: tuple[str, ...]
+    choices: tuple[str, ...] = ()
+    default: str | None = None
 
 
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
@@ -240,13 +213,11 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-class OutputSpec(_Spec):
-    __slots__ = ("description", "modes", "name")
-
-    def __init__(self, name: str, description: str, modes: tuple[str, ...]) -> None:
-        self.name = name
-        self.description = description
-        self.modes = modes
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    description: str
+    modes: tuple[str, ...]
 
 
 OUTPUTS: tuple[OutputSpec, ...] = (

@@ -28,11 +28,10 @@ exactly and that no element but the expected ones appears.
 
 from __future__ import annotations
 
-# Imported by every start (summary.py): no re, json or typing at import time (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from typing import Any
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 DEFAULT_LIMIT = 300
 ELLIPSIS = "…"
@@ -123,8 +122,6 @@ def text(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     if "://" in escaped:
         escaped = escaped.replace("://", "\\://")     # http://, https://, ftp:// autolinks
     if "." in escaped and "www." in escaped.lower():
-        import re
-
         escaped = re.sub(r"(?i)(www)\.", r"\1\\.", escaped)
     # Block structure: this text may be placed at the start of a line.
     stripped = escaped.lstrip(" ")
@@ -186,8 +183,6 @@ def cell(value: Any) -> str:
     elif isinstance(value, int | float):
         shown = format(value)
     elif isinstance(value, dict | list):
-        import json
-
         shown = code(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
     else:
         shown = text(value)

@@ -8,17 +8,13 @@ string counts as unset, because the runner sets every declared input, empty or n
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from testops_evidence.errors import input_error
 from testops_evidence.integers import ascii_int
 from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
-
-# Imported by every start: no dataclasses, re, pathlib or typing at import time (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -116,8 +112,6 @@ class Settings:
             return None
         if "\x00" in value:
             raise input_error(name, f"input {name} is not a valid path", actual=value)
-        from pathlib import Path
-
         return Path(value)
 
     def require(self, name: str) -> str:
@@ -154,8 +148,6 @@ def resolve_value(name: str, cli_values: Mapping[str, Any], env: Mapping[str, st
 
 def default_state_dir(env: Mapping[str, str]) -> Path:
     """:func:`default_state_location` as a ``Path``."""
-    from pathlib import Path
-
     return Path(default_state_location(env))
 
 
@@ -167,7 +159,6 @@ def default_state_location(env: Mapping[str, str]) -> str:
     Inside the container the runner mounts ``/github/runner_temp`` (newer runners) and
     ``/github/workspace``; those are used instead, in that order.
     """
-    # os.path, not pathlib: this runs at every start, and pathlib costs a third of a bare interpreter start.
     runner_temp = env.get("RUNNER_TEMP")
     if runner_temp and (os.path.isdir(runner_temp) or env.get("GITHUB_WORKSPACE") != "/github/workspace"):
         return os.path.join(runner_temp, "testops-evidence")

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from testops_evidence.errors import Refusal  # imported by every start already (safeio); no cost here
+from testops_evidence.errors import Refusal
 
 # 64-bit: TestOps ids are Java longs, Allure times are epoch milliseconds, GitHub ids fit; a value past
 # this range has no consumer that reads it as the same number.

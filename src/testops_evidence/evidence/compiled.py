@@ -47,6 +47,7 @@ compiled form changes how fast a phase starts, never what it accepts or refuses.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,8 +91,6 @@ def compiled_bytes(contract: Contract) -> bytes | None:
         return None
     if _last and _last[0][0] is contract:
         return _last[0][1]
-    import json
-
     try:
         text = json.dumps(contract.document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         encoded = (text + "\n").encode("utf-8")

@@ -27,6 +27,7 @@ counted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import sqrt
@@ -441,8 +442,6 @@ def difference_line(difference: Mapping[str, Any] | None) -> str:
 
 def difference_output(block: Mapping[str, Any] | None) -> str:
     """The ``comparison-difference`` output: the paired difference as one line of JSON, empty when none."""
-    import json
-
     difference = block.get("difference") if block else None
     return json.dumps(difference, separators=(",", ":"), sort_keys=True) if difference else ""
 

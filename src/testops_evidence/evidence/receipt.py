@@ -9,6 +9,7 @@ does not name with the same digest (:func:`check_tree`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -129,8 +130,6 @@ def receipt_from_bytes(data: bytes, path: str, *, own: bool = False) -> Receipt:
     construction, so the C parser reads them; the strict reader is for bytes that crossed a job boundary
     (and took a tenth of a 10,000-case export for nothing it could find in canonical bytes)."""
     if own:
-        import json
-
         def constant(name: str) -> Any:  # NaN or Infinity: what the strict reader of upload would refuse
             raise _refuse(f"the export receipt {path} holds {name}", field="receipt", expected="finite numbers",
                           actual=name)

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import summary
 from testops_evidence import ledger as ledgers
+from testops_evidence import summary
 from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal

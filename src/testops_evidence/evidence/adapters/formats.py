@@ -12,13 +12,13 @@ their names are made safe for the artifacts list (``frameworks.artifact_name``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from testops_evidence.evidence.adapters import Outcome, allure_results, inspect_log, junit, promptfoo
 from testops_evidence.evidence.adapters.frameworks import FrameworkRun
 
-Files = Sequence[tuple[str, bytes]]  # (name shown in refusals, bytes)
+Files = Iterable[tuple[str, bytes]]  # (name shown in refusals, bytes), read once, in order
 Parsed = tuple[list[Outcome], list[tuple[str, FrameworkRun]]]
 
 
