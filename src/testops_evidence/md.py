@@ -99,7 +99,7 @@ def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     if not source:
         return Markdown("(empty)")
     longest = run = 0
-    if "`" in source:  # the common case has none: no per-character loop (a summary renders 10,000s of spans)
+    if "`" in source:
         for char in source:
             run = run + 1 if char == "`" else 0
             longest = max(longest, run)

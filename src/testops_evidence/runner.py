@@ -105,7 +105,7 @@ class PhaseContext:
         try:
             selection_path = self.settings.path("selection-path") or Path("testops-evidence-selection.json")
         except Refusal:
-            return None  # the phase refuses the input itself, as before
+            return None  # the phase refuses the input itself
         contract, why = load_compiled(path, selection_path, travelled)
         self.runtime.log(f"contract: {why}" if contract is not None
                          else f"contract: parsed from {path} (compiled form not used: {why})")

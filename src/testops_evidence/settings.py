@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,24 +49,12 @@ def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
     return value
 
 
+@dataclass
 class Settings:
-    __slots__ = ("extras", "mode", "raw", "sources")
-
-    def __init__(self, mode: str, raw: dict[str, str] | None = None, sources: dict[str, str] | None = None,
-                 extras: dict[str, str] | None = None) -> None:
-        self.mode = mode
-        self.raw = {} if raw is None else raw  # resolved, non-empty string values
-        self.sources = {} if sources is None else sources  # where each value came from (never the value)
-        self.extras = {} if extras is None else extras  # command-specific CLI options (rehearse)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Settings) and (self.mode, self.raw, self.sources, self.extras) == (
-            other.mode, other.raw, other.sources, other.extras)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable dicts inside, as with the dataclass
-
-    def __repr__(self) -> str:
-        return f"Settings(mode={self.mode!r}, raw={self.raw!r}, sources={self.sources!r}, extras={self.extras!r})"
+    mode: str
+    raw: dict[str, str] = field(default_factory=dict)  # resolved, non-empty string values
+    sources: dict[str, str] = field(default_factory=dict)  # where each value came from (never the value)
+    extras: dict[str, str] = field(default_factory=dict)  # command-specific CLI options (rehearse)
 
     @classmethod
     def resolve(cls, mode: str, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> Settings:

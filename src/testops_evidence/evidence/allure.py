@@ -148,7 +148,7 @@ def evidence_document(binding: Binding, case: Case, verdict: Verdict, bound: Bou
             "source-sha": cell.document["source-sha"],
             "checks": [{"id": c, "kind": case.checks[c], "passed": bool(reported[c]["passed"])}
                        for c in case.checks],
-            # Values as integers (as before coverage existed); the coverage of every counter beside them.
+            # Values as integers; the coverage of every counter beside them.
             "usage": {name: figure.value for name, figure in cell.usage().items() if figure.value is not None},
             "usage-coverage": {name: figure.coverage for name, figure in cell.usage().items()},
             "artifacts": list(cell.document.get("artifacts", [])),

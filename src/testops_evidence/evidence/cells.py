@@ -211,7 +211,7 @@ def validate_cell(document: Any, source: str, *, sha256: str, origin: str = "cel
     cell inside a remote result)."""
     validate_document(schema, document, "export.cell_invalid", f"cell result {source}")
     cell = CellResult(document, sha256, source, origin, tuple(inputs), worker)
-    started = cell.started  # parsed once (first, as before: its refusal comes first), kept for the result's times
+    started = cell.started  # first: a bad start time is the refusal a cell meets first
     if cell.finished < started:
         raise Refusal("export.cell_invalid", f"cell result {source} finished before it started",
                       field="finished-at", expected=f">= {document['started-at']}", actual=document["finished-at"])

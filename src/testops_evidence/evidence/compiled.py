@@ -23,7 +23,7 @@ contract). The compiled bytes hash to K: they are what ``select`` encoded from i
 the YAML reader is deterministic and the selection records the version that parsed it
 (``contract-compiled-by``, which must be this phase's own), so this phase's parse of the same bytes gives the
 same document, in the same key order (which K binds too: a case's checks are listed in the contract's
-order). Validation runs again on it, so acceptance is decided as before. A worker — the party under
+order). Validation runs again on it, so acceptance is decided by the same rules. A worker — the party under
 evaluation, who may replace an artifact — cannot forge a compiled form: every one of its bytes is bound
 through K to a selection that must hash to the travelled digest, which it cannot change.
 
@@ -41,7 +41,7 @@ hash to it are the receipt guard wrote. A YAML contract then costs the campaign 
 
 Every failure — no compiled file, no travelled digest, a mismatch, a link, a directory, an oversized or
 malformed file, a document the rules refuse — makes :func:`load_compiled` return ``None``, and the phase
-parses the YAML exactly as before, with the same refusals and the same line-and-column errors. The
+parses the YAML, with its refusals and their line-and-column errors. The
 compiled form changes how fast a phase starts, never what it accepts or refuses.
 """
 

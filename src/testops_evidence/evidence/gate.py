@@ -2,8 +2,7 @@
 
 ``verify-selection`` runs at the start of every matrix job, so its start-up is paid once per case. The
 full verification (:mod:`evidence.selection`) parses the YAML contract (:mod:`yamlread`), validates the
-selection against its schema and compares every row with the contract — about 100 ms of imports and work
-for what digests already prove:
+selection against its schema and compares every row with the contract, where digests already prove:
 
 * the selection's exact bytes hash to ``selection-sha256``, the digest that travelled as the select
   job's output, outside the artifact that carried the file: the bytes are the ones ``select`` wrote,
@@ -163,8 +162,7 @@ def _id(value: str) -> int:
 
 def selection_head(text: str) -> dict[str, Any]:
     """Every top-level field of a selection's canonical JSON, stepping over the rows when ``case-index`` (which
-    sorts just before ``cases``) gives their length: a 10,000-case selection is 2.5 MB of rows, and parsing them
-    was most of a worker's start. Only for bytes that already hashed to the travelled digest — bytes select wrote,
+    sorts just before ``cases``) gives their length. Only for bytes that already hashed to the travelled digest — bytes select wrote,
     whose index select computed from the rows it wrote (and the full verification checks it against them).
     Anything unexpected raises: the gate then leaves the decision to the full verification."""
     scan = json.JSONDecoder().raw_decode

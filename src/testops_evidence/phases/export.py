@@ -159,8 +159,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "statistics": statistics,
         "results": rows,
     }
-    # Compact: a machine document (7.7 MB indented at 10,000 cases, and a tenth of the export's time); the
-    # step summary is what a person reads, and `python -m json.tool` indents it for one who wants to.
+    # Compact: a machine document; the step summary is what a person reads.
     receipt_bytes = canonical_json(receipt)
     try:
         # The receipt is checked as upload and verify will read it, before it is written: export never
