@@ -483,8 +483,7 @@ def _write_one(ctx: PhaseContext, temp_fd: int, binding: allure.Binding, case: C
     """One result and its evidence attachment: a case measured once, a trial, or (``outcome``) a verdict, created
     by name in the private directory ``temp_fd``."""
     uuid = ctx.new_uuid()
-    # Compact canonical JSON, as Allure's own writers produce: json's C encoder only runs without
-    # indentation, and this is the hot loop of a 10,000-case export.
+    # Compact canonical JSON, as Allure's own writers produce.
     evidence = canonical_json(allure.evidence_document(binding, case, decision, bound, trial=trial, trials=trials))
     evidence_sha = sha256_bytes(evidence)
     if outcome is not None:
