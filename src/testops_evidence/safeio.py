@@ -221,8 +221,8 @@ def read_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> byte
 
 class SafeRoot:
     """A directory opened once (no link followed) and read many times, each file with the checks of
-    :func:`read_safe`: a file directly in it costs one ``open``, not two (10,000 cells: 10,000 opens). The
-    descriptor pins the directory: a root swapped for a link after it was opened is not followed."""
+    :func:`read_safe`. The descriptor pins the directory: a root swapped for a link after it was opened is not
+    followed."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = root

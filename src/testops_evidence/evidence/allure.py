@@ -56,8 +56,7 @@ class Binding:
     testops: Mapping[str, Any] | None
     profile: Mapping[str, str]
 
-    # The run's fields are read for every result (10,000 of them in a large export) and never change during one:
-    # each is made once per export.
+    # The run's fields are the same for every result of an export: each is made once.
     @cached_property
     def server_url(self) -> str:
         return str(self.context["server-url"]).rstrip("/")
@@ -94,8 +93,7 @@ class Binding:
 
     @cached_property
     def markdown(self) -> tuple[str, str, str]:
-        """The campaign, the profile and the run line of every result's description, rendered once per export
-        (the same for every result: 10,000 renderings were a tenth of a large export)."""
+        """The campaign, the profile and the run line of every result's description, rendered once per export."""
         profile = md.text(", ".join(f"{k}={v}" for k, v in self.profile_items))
         return md.text(self.campaign), profile, self.run_line
 
@@ -330,12 +328,7 @@ def _result(uuid: str, binding: Binding, case: Case, status: str, message: str |
             stop: int, *, labels: list[dict[str, str]], parameters: list[dict[str, Any]],
             links: list[dict[str, str]], steps: list[dict[str, Any]]) -> dict[str, Any]:
     """A result document. ``historyId`` and ``testCaseId`` are what make it one of its case's: the ids Allure and
-    TestOps group results by (a trial and its case's verdict share them).
-
-    Its keys, and those of the objects in it, are written in the order canonical JSON puts them in: the encoder
-    sorts every object's keys, and a sorted list sorts in one pass (keys in any other order cost about a tenth of
-    encoding 20,000 documents). An optional key is added last: one key out of place is one binary insertion,
-    where unpacking it into the literal would build the object piece by piece. The bytes do not depend on it."""
+    TestOps group results by (a trial and its case's verdict share them)."""
     result: dict[str, Any] = {
         "attachments": [{"name": ATTACHMENT_NAME, "source": f"{uuid}{ATTACHMENT_SUFFIX}", "type": "application/json"}],
         "description": description,

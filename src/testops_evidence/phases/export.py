@@ -164,7 +164,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     try:
         # The receipt is checked as upload and verify will read it, before it is written: export never
         # leaves a receipt they would refuse (a refusal here removes the results directory too).
-        receipt_from_bytes(receipt_bytes, str(receipt_path), own=True)
+        receipt_from_bytes(receipt_bytes, str(receipt_path))
         write_once(receipt_path, receipt_bytes)
     except Refusal as refusal:
         # Without its receipt nothing publishes the results directory, and its presence would refuse the
