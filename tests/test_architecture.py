@@ -112,3 +112,58 @@ def test_the_module_map_reader_sees_folders() -> None:
     block = ("phases/   docs\n  select.py   x\n  ├─ campaign/   y\n  │    cells.py   z\n  │    gone.py   z\n"
              "runner.py  w\n")
     assert mapped_names(block) == {"phases/select.py", "campaign/cells.py", "campaign/gone.py", "runner.py"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Modules of the package a module imports, anywhere in it (at the top, in a function, for type checking)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles() -> list[list[str]]:
+    """Every import circle among the package's modules (strongly connected parts of more than one module)."""
+    modules = {module_name(path): path for path in sources()}
+    graph = {name: sorted(imports_of(path) & modules.keys() - {name}) for name, path in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                member = stack.pop()
+                part.append(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert import_circles() == []
+

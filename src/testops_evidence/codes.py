@@ -1,12 +1,61 @@
-"""The registry of refusal codes: each code's exit code, meaning, usual cause, next step and scope.
+"""The exit codes, and the registry of refusal codes: each code's exit code, meaning, usual cause, next step and scope.
 
-:mod:`errors` reads it when a refusal is made (:func:`errors.lookup`) and exposes it as ``errors.REGISTRY``;
+:mod:`errors` makes refusals from it (:func:`errors.lookup`) and names all of it too (``errors.REGISTRY``);
 ``docs/errors.md`` and ``docs/troubleshooting.md`` are generated from it, and a test keeps them equal.
 """
 
 from __future__ import annotations
 
-from testops_evidence.errors import EXIT_INTEGRITY, EXIT_REMOTE, EXIT_USAGE, SCOPE_CASE, SCOPE_EXPORT, CodeSpec
+from dataclasses import dataclass
+
+# Exit codes (docs/errors.md, "Exit codes").
+EXIT_OK = 0
+EXIT_CASES_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTEGRITY = 3
+EXIT_REMOTE = 4
+
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "phase done; for evaluating phases, everything passed",
+    EXIT_CASES_FAILED: "phase done and recorded, but some cases did not pass (`fail-on-failed-cases: false` makes it 0)",
+    EXIT_USAGE: "usage or configuration error (bad input, invalid contract)",
+    EXIT_INTEGRITY: "integrity refusal (binding mismatch, digest mismatch, foreign case, token in a worker, unsafe path)",
+    EXIT_REMOTE: "remote failure (TestOps or GitHub unreachable, HTTP error, timeout, uncertain mutation)",
+}
+
+# What an operator does about an exit code in general (docs/errors.md, and the step summary's "Next step" when a
+# code has no hint of its own — a refusal must always say what to do next).
+EXIT_ADVICE: dict[int, str] = {
+    EXIT_OK: "nothing",
+    EXIT_CASES_FAILED: "read the failed cases in the summary; the evidence is recorded",
+    EXIT_USAGE: "fix the input or contract field the refusal names, then run again",
+    EXIT_INTEGRITY: "compare *expected* and *actual* in the step summary and find out why the evidence does not "
+                    "bind before running again; the check is not what needs fixing",
+    EXIT_REMOTE: "check that the service is reachable and the credentials valid, then re-run the job "
+                 "(after an uncertain mutation: `mode: reconcile`)",
+}
+
+
+# What a refusal means for an export (docs/errors.md, column "in export"): a code found in one cell either
+# makes only that cell's case broken (a harness bug cannot change any other verdict), or refuses the whole
+# export (the cell's origin is in doubt: it could be an attempt to change another case's verdict).
+SCOPE_CASE = "case"
+SCOPE_EXPORT = "export"
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """One registered code: its exit code, its meaning, its usual cause, the operator's next step (docs/errors.md
+    and docs/troubleshooting.md are generated from these) and, for a code export meets in a cell, whether the
+    case or the whole export is refused (``scope``)."""
+
+    code: str
+    exit_code: int
+    meaning: str
+    hint: str = ""
+    cause: str = ""
+    scope: str = ""
+
 
 
 def _spec(code: str, exit_code: int, meaning: str, hint: str = "", *, cause: str = "",

@@ -1,7 +1,7 @@
-"""One refusal type and one registry of stable error codes.
+"""One refusal type for every stable error code.
 
-Every refusal the action can produce is a :class:`Refusal` whose ``code`` is registered here with its
-exit code and a one-line meaning. ``docs/errors.md`` is generated from :data:`REGISTRY` and a test keeps
+Every refusal the action can produce is a :class:`Refusal` whose ``code`` is registered in :mod:`codes` with
+its exit code and a one-line meaning. ``docs/errors.md`` is generated from the registry and a test keeps
 the two equal, so the documentation cannot drift from the code.
 """
 
@@ -9,75 +9,43 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-# Exit codes (docs/errors.md, "Exit codes").
-EXIT_OK = 0
-EXIT_CASES_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTEGRITY = 3
-EXIT_REMOTE = 4
+from testops_evidence.codes import (
+    EXIT_ADVICE as EXIT_ADVICE,
+)
+from testops_evidence.codes import (
+    EXIT_CASES_FAILED as EXIT_CASES_FAILED,
+)
+from testops_evidence.codes import (
+    EXIT_INTEGRITY as EXIT_INTEGRITY,
+)
+from testops_evidence.codes import (
+    EXIT_MEANINGS as EXIT_MEANINGS,
+)
 
-EXIT_MEANINGS: dict[int, str] = {
-    EXIT_OK: "phase done; for evaluating phases, everything passed",
-    EXIT_CASES_FAILED: "phase done and recorded, but some cases did not pass (`fail-on-failed-cases: false` makes it 0)",
-    EXIT_USAGE: "usage or configuration error (bad input, invalid contract)",
-    EXIT_INTEGRITY: "integrity refusal (binding mismatch, digest mismatch, foreign case, token in a worker, unsafe path)",
-    EXIT_REMOTE: "remote failure (TestOps or GitHub unreachable, HTTP error, timeout, uncertain mutation)",
-}
-
-# What an operator does about an exit code in general (docs/errors.md, and the step summary's "Next step" when a
-# code has no hint of its own — a refusal must always say what to do next).
-EXIT_ADVICE: dict[int, str] = {
-    EXIT_OK: "nothing",
-    EXIT_CASES_FAILED: "read the failed cases in the summary; the evidence is recorded",
-    EXIT_USAGE: "fix the input or contract field the refusal names, then run again",
-    EXIT_INTEGRITY: "compare *expected* and *actual* in the step summary and find out why the evidence does not "
-                    "bind before running again; the check is not what needs fixing",
-    EXIT_REMOTE: "check that the service is reachable and the credentials valid, then re-run the job "
-                 "(after an uncertain mutation: `mode: reconcile`)",
-}
-
-
-# What a refusal means for an export (docs/errors.md, column "in export"): a code found in one cell either
-# makes only that cell's case broken (a harness bug cannot change any other verdict), or refuses the whole
-# export (the cell's origin is in doubt: it could be an attempt to change another case's verdict).
-SCOPE_CASE = "case"
-SCOPE_EXPORT = "export"
-
-
-@dataclass(frozen=True)
-class CodeSpec:
-    """One registered code: its exit code, its meaning, its usual cause, the operator's next step (docs/errors.md
-    and docs/troubleshooting.md are generated from these) and, for a code export meets in a cell, whether the
-    case or the whole export is refused (``scope``)."""
-
-    code: str
-    exit_code: int
-    meaning: str
-    hint: str = ""
-    cause: str = ""
-    scope: str = ""
-
-
-# The registry of codes lives in ``codes.py``, which builds its entries with CodeSpec from here: it is read on
-# first use, so that the two modules can import each other.
-if TYPE_CHECKING:
-    REGISTRY: dict[str, CodeSpec]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "REGISTRY":
-        return _registry()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _registry() -> dict[str, CodeSpec]:
-    from testops_evidence.codes import REGISTRY
-
-    return REGISTRY
-
+# Exit codes, scopes and the registry of codes live in codes.py; they are named here too, for every refusal.
+from testops_evidence.codes import (
+    EXIT_OK as EXIT_OK,
+)
+from testops_evidence.codes import (
+    EXIT_REMOTE as EXIT_REMOTE,
+)
+from testops_evidence.codes import (
+    EXIT_USAGE as EXIT_USAGE,
+)
+from testops_evidence.codes import (
+    REGISTRY as REGISTRY,
+)
+from testops_evidence.codes import (
+    SCOPE_CASE as SCOPE_CASE,
+)
+from testops_evidence.codes import (
+    SCOPE_EXPORT as SCOPE_EXPORT,
+)
+from testops_evidence.codes import (
+    CodeSpec as CodeSpec,
+)
 
 _CODE_FORM = re.compile(r"[a-z_]+\.[a-z0-9_-]+\Z")
 
@@ -89,7 +57,7 @@ def _is_code_form(code: str) -> bool:
 
 def lookup(code: str) -> CodeSpec:
     """Return the spec of ``code``, resolving families such as ``testops.http_503``."""
-    registry = _registry()
+    registry = REGISTRY
     spec = registry.get(code)
     if spec is not None:
         return spec
