@@ -125,14 +125,14 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(SRC.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = SRC) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_circles() -> list[list[str]]:
+def import_circles(root: Path = SRC) -> list[list[str]]:
     """Every import circle among the package's modules (strongly connected parts of more than one module)."""
-    modules = {module_name(path): path for path in sources()}
+    modules = {module_name(path, root): path for path in sources(root)}
     graph = {name: sorted(imports_of(path) & modules.keys() - {name}) for name, path in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -166,4 +166,15 @@ def import_circles() -> list[list[str]]:
 
 def test_no_import_circle() -> None:
     assert import_circles() == []
+
+
+def test_the_circle_finder_sees_a_lazy_circle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from pkg.c import g\n")
+    (package / "c.py").write_text("import pkg.a\n")
+    (package / "d.py").write_text("from pkg import a\n")
+    assert import_circles(package) == [["pkg.a", "pkg.b", "pkg.c"]]
 
