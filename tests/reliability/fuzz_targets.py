@@ -52,7 +52,7 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
     FuzzTarget("promptfoo-results", "a promptfoo results file written by the case's eval",
                "`promptfoo.read_results` (version, schema, consistency) → `framework_cell` → `adapted_cell`", _DOCS),
     FuzzTarget("zstd-stream", "a Zstandard entry of an `.eval` archive",
-               "`zstd.decompress` (frames, blocks, Huffman and FSE tables, sequences; bounded by the entry's size)",
+               "`zstd.decompress` (frame headers here, then libzstd; bounded by the entry's size)",
                _DOCS),
     FuzzTarget("artifact-zip", "a downloaded artifact zip (damaged bytes and hostile entries)",
                "`archive.extract_zip` (names, links, duplicates, sizes, ratio) and every inflated digest", _DOCS),
