@@ -1,7 +1,7 @@
 """Zstandard entries of Inspect AI's ``.eval`` logs, decoded by libzstd under a hard output cap.
 
 Inspect AI writes its logs as zip archives whose entries are Zstandard-compressed (zip method 93). The
-decoding is libzstd's: Python 3.14's :mod:`compression.zstd`, or on 3.11–3.13 its backport
+decoding is libzstd's: Python 3.14's :mod:`compression.zstd`, or on 3.11 to 3.13 its backport
 ``backports.zstd`` (a runtime dependency, hash-locked in requirements/runtime.txt). This module is the
 bounded wrapper around it:
 
