@@ -15,6 +15,7 @@
 #   rehearsal.txt  rehearsal.in, constrained by dev.txt: pytest for the local rehearsal, the same pins
 #   producers.txt  producers.in: Inspect AI and zstandard, the test-only producers' virtualenv
 #   audit.txt      audit.in: pip-audit, which CI runs over the other locks
+#   bench.txt      bench.in: the libraries benchmarks/parsers.py compares the hand-made parsers with
 #
 # uv is the version pinned in requirements/uv.txt, fetched and checked by composite/fetch_uv.py into
 # .tools/uv (as scripts/setup.sh does); UV=/path/to/uv uses another binary of that same version. The output
@@ -42,7 +43,7 @@ if [ "$have" != "$want" ]; then
 fi
 
 cd requirements
-for name in runtime dev rehearsal producers audit; do
+for name in runtime dev rehearsal producers audit bench; do
   echo "== requirements/$name.txt from $name.in"
   "$uv" pip compile --quiet "$name.in" --output-file "$name.txt" --universal --python-version 3.11 \
     --generate-hashes --custom-compile-command "scripts/lock.sh" --no-emit-index-url "$@"
