@@ -209,3 +209,21 @@ def test_the_archive_and_decoder_agree_with_zipfile_on_sizes() -> None:
     assert archive.files["big.json"].data == plain
     assert archive.uncompressed_bytes == len(plain)
 
+
+
+def test_a_wrong_content_checksum_is_refused() -> None:
+    # libzstd verifies the optional XXH64 checksum (the pure-Python decoder skipped it and left the zip
+    # entry's CRC-32 to catch the damage): a frame whose content was altered under a kept checksum, or
+    # whose checksum was altered, is refused before the archive reader sees its bytes.
+    import sys
+
+    if sys.version_info >= (3, 14):
+        from compression.zstd import CompressionParameter, compress
+    else:
+        from backports.zstd import CompressionParameter, compress
+    plain = b'{"samples": ' + b"[1, 2, 3], " * 500 + b"[]}"
+    frame = compress(plain, options={CompressionParameter.checksum_flag: 1})
+    assert decompress(frame, CAP) == plain
+    damaged = frame[:-1] + bytes([frame[-1] ^ 0x01])
+    with pytest.raises(ZstdError, match="corrupt"):
+        decompress(damaged, CAP)
