@@ -38,7 +38,7 @@ RUN set -eu; \
     printf '/action/site\n/action/src\n' > "$site_dir/testops-evidence.pth"; \
     ln -s "$(command -v python3)" /action/bin/python; \
     python3 -m compileall -q --invalidation-mode checked-hash /action/site /action/src; \
-    /action/bin/python -I -c 'import testops_evidence, github, requests, jsonschema; from testops_evidence.evidence import zstd'
+    /action/bin/python -I -c 'import testops_evidence, github, requests, jsonschema; from testops_evidence.readers import zstd'
 
 # GitHub runs container actions as root with the workspace mounted at /github/workspace as the working
 # directory: no USER (it would lose access to the workspace) and no WORKDIR. -I (isolated mode) ignores

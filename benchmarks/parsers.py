@@ -98,12 +98,12 @@ def junit_report(cases: int) -> bytes:
 
 def yaml_children(site: Path) -> list[Figure]:
     """Each loader on examples/contract.yml and on 200,000 nested '[', in a child (a C loader may crash)."""
-    from testops_evidence import yamlread
+    from testops_evidence.readers import yamlread
 
     example = ROOT / "examples" / "contract.yml"
     expected = json.dumps(yamlread.load(example.read_text(encoding="utf-8")), sort_keys=True, default=str)
     loaders = {
-        "yamlread": "from testops_evidence import yamlread; load = yamlread.load",
+        "yamlread": "from testops_evidence.readers import yamlread; load = yamlread.load",
         "PyYAML CSafeLoader": "import yaml; load = lambda t: yaml.load(t, Loader=yaml.CSafeLoader)",
         "ruamel.yaml C loader": "from ruamel.yaml import YAML; y = YAML(typ='safe', pure=False); "
                                 "assert 'CParser' in type(y.parser).__name__ or y.Parser.__name__ == 'CParser'; load = y.load",
@@ -144,10 +144,10 @@ def bench_parsers(cfg: Any) -> list[Figure]:
     site = candidates_site(Path(where) if where else None, install=not smoke)
 
     from test_selection_support import big_document
-    from testops_evidence import strictjson, yamlread
     from testops_evidence.contract import load_schema
-    from testops_evidence.evidence.adapters.junit import parse_junit
-    from testops_evidence.schemacheck import compile_schema
+    from testops_evidence.readers import strictjson, yamlread
+    from testops_evidence.readers.adapters.junit import parse_junit
+    from testops_evidence.readers.schemacheck import compile_schema
 
     load = os.getloadavg()[0]
     document = big_document(cases, testops=False)

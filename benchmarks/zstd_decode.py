@@ -7,7 +7,7 @@ for honest logs, how much memory and time hostile ones take (issues #18, #14 and
 Also run by ``benchmarks/run.py --only zstd``.
 
 * The wrapper's overhead: decoding an Inspect-like JSON stream (sample summaries, compressed by libzstd
-  level 3 without a content size, as Inspect writes its entries) with ``testops_evidence.evidence.zstd``
+  level 3 without a content size, as Inspect writes its entries) with ``testops_evidence.readers.zstd``
   against the binding it wraps called bare (``compression.zstd`` / ``backports.zstd`` ``decompress``),
   in one process, interleaved round by round, best and worst round quoted; and how soon a decompression
   bomb (an RLE frame of 1 GiB, no declared size) is stopped at a 1 MiB cap.
@@ -70,7 +70,7 @@ def bench_decode(size: int, repeat: int) -> list[Figure]:
     import time
 
     import hostile_eval as h
-    from testops_evidence.evidence.zstd import ZstdError, decompress
+    from testops_evidence.readers.zstd import ZstdError, decompress
 
     library = _library()
     plain = summaries(size)

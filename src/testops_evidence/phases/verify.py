@@ -18,12 +18,12 @@ from typing import Any
 
 from testops_evidence import __version__, summary, trust
 from testops_evidence.backends import VerifyOptions
+from testops_evidence.campaign import previous, stats
+from testops_evidence.campaign.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
+from testops_evidence.campaign.usage import COST, show
 from testops_evidence.context import job_context
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import attestation, previous, stats
-from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
-from testops_evidence.evidence.usage import COST, show
+from testops_evidence.publication import attestation
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 PUBLICATION = "upload.json"
@@ -47,7 +47,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     all_passed = receipt.all_passed
     ctx.state.write_receipt("verify.json", {"backend": backend, "receipt-sha256": receipt.sha256,
                                             "verified-count": verified, "all-passed": all_passed, **facts})
-    # The attestation of what was published, from what (evidence/attestation.py): written only now that the
+    # The attestation of what was published, from what (publication/attestation.py): written only now that the
     # publication is proven; the predicate alone too, for actions/attest to sign.
     statement = attestation.statement(receipt, publication, str(receipt.document["results-dir"]),
                                       version=__version__)
@@ -60,7 +60,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 "case passed.")
     cost = receipt.cost_outputs()
     rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
-            ("contract", contract_row(ctx, ctx.contract())),
+            ("contract", ctx.contract_row(ctx.contract())),
             ("attestation", summary.Markdown(f"{summary.code(statement_path)} (in-toto Statement v1, "
                                              f"{len(statement['subject'])} subjects)")),
             ("cost", show(COST, receipt.cost())),
