@@ -726,6 +726,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
     "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
     "parsers": lambda cfg: __import__("parsers").bench_parsers(cfg),
+    "stream": lambda cfg: __import__("stream_requests").bench_stream(cfg),
 }
 
 
