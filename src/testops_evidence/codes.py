@@ -335,10 +335,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "write `behavior_failure` otherwise.",
               cause="A harness that writes `passed` from its exit code while a check failed or was not measured.",
               scope=SCOPE_CASE),
-        _spec("export.adapter", _U, "a JUnit XML, allure-results, Inspect AI or promptfoo input cannot be adapted",
-              "Check the report file the refusal names: it must be JUnit XML, allure-results, an Inspect AI log or "
-              "promptfoo results whose test, scorer or assertion names map to the case's checks (docs/evidence.md, "
-              "adapters).",
+        _spec("export.adapter", _U, "a test or evaluation report cannot be adapted",
+              "Check the report file the refusal names: it must be a report of a format `cell` reads whose test, "
+              "scorer or assertion names map to the case's checks (docs/evidence.md, report formats and adapters).",
               cause="An empty report directory, a report of another tool, or test names that map to no check.",
               scope=SCOPE_CASE),
         _spec("export.report_name", _U, "a file in a case's directory has a name that is unsafe to read (a "
