@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--smoke]
 
 Prints one line per figure: ``ok``/``MISS``, the figure, its target and the measured sides. Names:
-select, export, verify, upload, trials, digest, import, startup, footprint, yaml, zstd, hostile. ``--quick``
+select, export, verify, upload, trials, digest, import, startup, footprint, yaml, zstd, hostile, parsers. ``--quick``
 repeats less (about two minutes in all); ``--smoke`` runs tiny sizes with no targets (the test suite uses it to keep this
 script from rotting; its timings mean nothing). Figures and the command are recorded in BENCHMARKS.md.
 
@@ -726,6 +726,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "yaml": lambda cfg: __import__("yaml_load").bench_yaml(cfg),
     "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
     "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
+    "parsers": lambda cfg: __import__("parsers").bench_parsers(cfg),
     "stream": lambda cfg: __import__("stream_requests").bench_stream(cfg),
 }
 

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""The pure-Python Zstandard decoder and the Inspect AI ``.eval`` reader: how fast for honest logs, how
-much memory and time for hostile ones (issues #18 and #14).
+"""The bounded Zstandard wrapper and the Inspect AI ``.eval`` reader: what the wrapper costs over libzstd
+for honest logs, how much memory and time hostile ones take (issues #18, #14 and 26).
 
     .venv/bin/python benchmarks/zstd_decode.py [--quick] [--smoke]
 
-Also run by ``benchmarks/run.py --only zstd``. Every figure is a whole process (interpreter start to
-exit, peak memory the child's ``ru_maxrss``):
+Also run by ``benchmarks/run.py --only zstd``.
 
-* decoding an Inspect-like JSON stream (sample summaries, compressed by libzstd level 3 without a content
-  size, as Inspect writes its entries) with ``testops_evidence.readers.zstd`` against the reference
-  implementation: libzstd through the ``zstandard`` package of the producers' virtualenv (a test-only
-  tool, never a runtime dependency) — reported as a ratio and MiB/s; skipped without that virtualenv;
-* ``cell --inspect-log`` on hostile archives an agent could leave for the export: a decompression bomb
-  (a 270 KB entry declaring 256 MiB), sixteen such journal entries (4 GiB declared), and the worst cases
-  the budget admits (64 MiB of summary; 2 million empty lists, 4 million counted values) — each refused
-  or read within 700 MiB, never with internal.error (the time is reported).
+* The wrapper's overhead: decoding an Inspect-like JSON stream (sample summaries, compressed by libzstd
+  level 3 without a content size, as Inspect writes its entries) with ``testops_evidence.readers.zstd``
+  against the binding it wraps called bare (``compression.zstd`` / ``backports.zstd`` ``decompress``),
+  in one process, interleaved round by round, best and worst round quoted; and how soon a decompression
+  bomb (an RLE frame of 1 GiB, no declared size) is stopped at a 1 MiB cap.
+* ``cell --inspect-log`` on hostile archives an agent could leave for the export, each a whole process
+  (interpreter start to exit, peak memory the child's ``ru_maxrss``): a decompression bomb (a 270 KB
+  entry declaring 256 MiB), sixteen such journal entries (4 GiB declared), and the worst cases the budget
+  admits (64 MiB of summary; 2 million empty lists, 4 million counted values) — each refused or read
+  within 700 MiB, never with internal.error (the time is reported).
 """
 
 from __future__ import annotations
@@ -36,12 +37,7 @@ from _common import Figure, print_figures  # noqa: E402
 from yaml_load import run_child  # noqa: E402
 
 COMMAND = [sys.executable, "-I", str(ROOT / "bin" / "testops-evidence")]
-PRODUCERS = ROOT / ".tools" / "producers" / "bin" / "python"
 MIB = 1024 * 1024
-OURS = ("import sys; sys.path.insert(0, sys.argv[2]); from testops_evidence.readers.zstd import decompress; "
-        "data = open(sys.argv[1], 'rb').read(); assert len(decompress(data, 1 << 30)) == int(sys.argv[3])")
-REFERENCE = ("import sys, zstandard; data = open(sys.argv[1], 'rb').read(); "
-             "out = zstandard.ZstdDecompressor().decompressobj().decompress(data); assert len(out) == int(sys.argv[3])")
 
 
 def summaries(size: int) -> bytes:
@@ -62,30 +58,57 @@ def summaries(size: int) -> bytes:
     return json.dumps(records, indent=1).encode()
 
 
-def bench_decode(work: Path, size: int, repeat: int) -> list[Figure]:
-    if not PRODUCERS.exists():
-        return [Figure("zstd decode (skipped: no .tools/producers; run scripts/setup.sh)", 0.0, "report", True)]
-    import subprocess
+def _library() -> Any:
+    if sys.version_info >= (3, 14):
+        import compression.zstd as library
+    else:
+        import backports.zstd as library
+    return library
 
+
+def bench_decode(size: int, repeat: int) -> list[Figure]:
+    import time
+
+    import hostile_eval as h
+    from testops_evidence.readers.zstd import ZstdError, decompress
+
+    library = _library()
     plain = summaries(size)
-    (work / "plain.json").write_bytes(plain)
-    subprocess.run([str(PRODUCERS), "-I", "-c", "import sys, zstandard; data = open(sys.argv[1], 'rb').read(); "
-                    "open(sys.argv[2], 'wb').write(zstandard.ZstdCompressor(level=3, write_content_size=False)"
-                    ".compress(data))", str(work / "plain.json"), str(work / "plain.zst")], check=True)
-    stream = work / "plain.zst"
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    ours, reference = [], []
-    for _ in range(repeat):
-        ours.append(run_child([sys.executable, "-I", "-c", OURS, str(stream), str(ROOT / "src"), str(len(plain))], env))
-        reference.append(run_child([str(PRODUCERS), "-I", "-c", REFERENCE, str(stream), "-", str(len(plain))], env))
-    if {r[1] for r in ours + reference} != {0}:
-        raise SystemExit("a decoder did not give back the plain bytes")
-    t_ours, t_ref = min(r[0] for r in ours), min(r[0] for r in reference)
-    peak = max(r[2] for r in ours)
+    compressor = library.ZstdCompressor(level=3)
+    stream = compressor.compress(plain) + compressor.flush()  # streamed: no content size, as Inspect writes
+    ours, bare = [], []
+    for _ in range(repeat):  # interleaved: a burst of load hits both sides of a round alike
+        start = time.perf_counter()
+        out = decompress(stream, 1 << 30)
+        ours.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        reference = library.decompress(stream)
+        bare.append(time.perf_counter() - start)
+        if out != plain or reference != plain:
+            raise SystemExit("a decoder did not give back the plain bytes")
+    ratios = sorted(o / b for o, b in zip(ours, bare, strict=True))
+    median = ratios[len(ratios) // 2]
     mib = len(plain) / MIB
-    return [Figure(f"zstd decode of {mib:.1f} MiB Inspect-like JSON (level 3, {stream.stat().st_size / MIB:.2f} MiB): "
-                   "ours / libzstd (zstandard), whole process", t_ours / t_ref, "report", True,
-                   f"{t_ours:.2f} s ({mib / t_ours:.1f} MiB/s, peak {peak / MIB:.0f} MiB) / {t_ref:.3f} s")]
+    bomb = h.rle_frame(b"x", 1024 * MIB)
+    stops = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        try:
+            decompress(bomb, MIB)
+        except ZstdError as exc:
+            assert "past its cap" in str(exc), exc
+        else:
+            raise SystemExit("a 1 GiB bomb was decoded under a 1 MiB cap")
+        stops.append(time.perf_counter() - start)
+    return [
+        Figure(f"zstd decode of {mib:.1f} MiB Inspect-like JSON (level 3, {len(stream) / MIB:.2f} MiB): "
+               f"wrapper / bare {library.__name__}.decompress, in process, {repeat} interleaved rounds",
+               median, "report", True,
+               f"median of rounds; range {ratios[0]:.2f}-{ratios[-1]:.2f}; wrapper best {min(ours) * 1000:.1f} ms "
+               f"({mib / min(ours):.0f} MiB/s), bare best {min(bare) * 1000:.1f} ms; libzstd {library.zstd_version}"),
+        Figure(f"zstd: a 1 GiB RLE bomb ({len(bomb) / 1024:.0f} KiB, no declared size) stopped at a 1 MiB cap (ms)",
+               min(stops) * 1000, "refused past the cap", True, f"worst round {max(stops) * 1000:.1f} ms"),
+    ]
 
 
 def hostile_logs(work: Path, smoke: bool) -> dict[str, Path]:
@@ -160,7 +183,8 @@ def bench_zstd(cfg: Any) -> list[Figure]:
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"testops-evidence-bench-zstd-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return [*bench_decode(work, 64 * 1024 if smoke else 8 * MIB, repeat), *bench_hostile(work, smoke, repeat)]
+        return [*bench_decode(64 * 1024 if smoke else 8 * MIB, 3 if smoke else 5 * repeat),
+                *bench_hostile(work, smoke, repeat)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

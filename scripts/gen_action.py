@@ -6,12 +6,14 @@ the same descriptions and defaults; only ``runs:`` differs. Generating them (rat
 lists in step by hand) is what makes "added to one variant and not the other" impossible; the
 meta-test ``tests/test_action_meta.py`` runs ``--check`` and also checks the parsed files on their own.
 
-    python scripts/gen_action.py                  # rewrite both files
-    python scripts/gen_action.py --image release  # a release commit: the prebuilt GHCR image
+    python scripts/gen_action.py                                         # rewrite both files
+    python scripts/gen_action.py --image release --digest sha256:<hex>   # the release commit (release.yml)
     python scripts/gen_action.py --check          # exit 1 and show a diff when a file is stale
 
-``--check`` keeps whichever image form action.yml has (``Dockerfile`` on main, the GHCR image of
-exactly this version on a release commit), so a release commit with a stale version tag fails it.
+On main action.yml builds the ``Dockerfile``. The release commit, made by .github/workflows/release.yml
+after it has pushed the image, names that image by its digest (``docker://ghcr.io/...@sha256:...``): a
+tag can be moved to other bytes, a digest cannot. ``--check`` keeps whichever form action.yml has (the
+digest included), so it checks the rest of the file on a release commit too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -37,7 +40,15 @@ DESCRIPTION = "Fail-closed evaluation campaigns on GitHub Actions: evidence boun
 AUTHOR = "testops-evidence maintainers"
 # The published action's repository and its prebuilt image (docs/releasing.md).
 ACTION_REPOSITORY = "testops-evidence/testops-evidence"
-RELEASE_IMAGE = f"docker://ghcr.io/{ACTION_REPOSITORY}:v{__version__}"
+IMAGE = f"ghcr.io/{ACTION_REPOSITORY}"
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def release_image(digest: str) -> str:
+    """action.yml's image on a release commit: the pushed image by its digest."""
+    if not DIGEST.fullmatch(digest):
+        raise ValueError(f"{digest!r} is not an image digest (sha256:<64 hex digits>)")
+    return f"docker://{IMAGE}@{digest}"
 # Third-party actions the composite variant uses, pinned by commit like the templates' (v4.4.0).
 SETUP_NODE = "actions/setup-node@49933ea5288caeca8642d1e84afbd3f7d6820020 # v4.4.0"
 
@@ -81,8 +92,10 @@ def docker_action(image: str = "Dockerfile") -> str:
         *io_sections(composite=False),
         "runs:",
         "  using: docker",
-        "  # Built from the checkout on every job on main; a release commit points at the prebuilt image of",
-        "  # exactly its version (scripts/gen_action.py --image release, docs/releasing.md).",
+        "  # Built from the checkout on every job on main; a release commit names the image its release",
+        "  # workflow built, pushed and attested, by digest (docs/releasing.md).",
+        *([f"  # v{__version__}: pushed as {IMAGE}:v{__version__}, a tag that could be moved; the digest cannot."]
+          if image != "Dockerfile" else []),
         f"  image: {image}",
     ]
     return HEADER + "\n".join(lines) + "\n"
@@ -133,19 +146,26 @@ def composite_action() -> str:
 
 
 def current_image() -> str:
-    """``release`` when action.yml points at a GHCR image (whatever its tag), else ``dockerfile``."""
+    """action.yml's image as it stands: the release image by digest when it names one, else the Dockerfile."""
     path = ROOT / "action.yml"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    return "release" if f"image: docker://ghcr.io/{ACTION_REPOSITORY}:" in text else "dockerfile"
+    found = re.search(rf"^  image: docker://{re.escape(IMAGE)}@(sha256:[0-9a-f]{{64}})$", text, flags=re.MULTILINE)
+    return release_image(found[1]) if found else "Dockerfile"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report stale files instead of writing")
     parser.add_argument("--image", choices=("dockerfile", "release"),
-                        help="action.yml's image: the Dockerfile (main) or this version's GHCR image (a release)")
+                        help="action.yml's image: the Dockerfile (main) or the pushed image by --digest (a release)")
+    parser.add_argument("--digest", help="the pushed image's digest, sha256:<hex> (with --image release)")
     args = parser.parse_args()
-    image = RELEASE_IMAGE if (args.image or current_image()) == "release" else "Dockerfile"
+    if (args.image == "release") != (args.digest is not None):
+        parser.error("--image release and --digest go together")
+    try:
+        image = release_image(args.digest) if args.digest else "Dockerfile" if args.image else current_image()
+    except ValueError as exc:
+        parser.error(str(exc))
     targets = {ROOT / "action.yml": docker_action(image), ROOT / "composite" / "action.yml": composite_action()}
     stale = 0
     for path, want in targets.items():

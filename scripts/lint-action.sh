@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Static validation of the action and the workflows: JSON Schemas (GitHub's workflow and action
-# schemas, vendored in check-jsonschema, plus "every job has timeout-minutes"), zizmor (no finding of
+# Static validation of the action and the workflows: JSON Schemas (GitHub's workflow, action and
+# Dependabot schemas, vendored in check-jsonschema, plus "every job has timeout-minutes"), zizmor (no finding of
 # medium severity or higher), hadolint (the Dockerfile) and actionlint (expressions, contexts, shell
 # scripts through shellcheck). Every tool runs offline. .ci/run calls this script.
 set -euo pipefail
@@ -21,6 +21,9 @@ step "action.yml and composite/action.yml are generated from interface.py and up
 step "check-jsonschema: vendor.github-workflows, github-workflows-require-timeout"
 "$bin/check-jsonschema" --builtin-schema vendor.github-workflows "${workflows[@]}" "${own[@]}"
 "$bin/check-jsonschema" --builtin-schema github-workflows-require-timeout "${workflows[@]}" "${own[@]}"
+
+step "check-jsonschema: vendor.dependabot (.github/dependabot.yml)"
+"$bin/check-jsonschema" --builtin-schema vendor.dependabot .github/dependabot.yml
 
 step "check-jsonschema: vendor.github-actions"
 "$bin/check-jsonschema" --builtin-schema vendor.github-actions "${actions[@]}"

@@ -109,7 +109,7 @@ stamp=.venv/.locks-$(cat requirements/runtime.txt requirements/rehearsal.txt | s
 if [ -f "$stamp" ] && [ -x .venv/bin/testops-evidence ]; then
   kept python .venv
 else
-  announce python "a virtualenv with requirements/runtime.txt (PyGithub, requests, jsonschema and their \
+  announce python "a virtualenv with requirements/runtime.txt (PyGithub, requests, jsonschema, backports.zstd and their \
 dependencies) and requirements/rehearsal.txt (pytest), --require-hashes (about 35 MB; and uv, about 37 MB, in \
 .tools/uv)" .venv
   find_uv

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from testops_evidence import __version__, interface
+from testops_evidence import interface
 from testops_evidence.settings import env_input
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,9 +203,10 @@ def test_an_input_missing_from_the_docs_is_caught() -> None:
 def test_docker_action_runs_the_image(docker_action: dict[str, Any]) -> None:
     runs = docker_action["runs"]
     assert runs["using"] == "docker"
-    # On main the image is built from the checkout; a release commit points at the prebuilt image of
-    # exactly this version (docs/releasing.md).
-    assert runs["image"] in ("Dockerfile", f"docker://{IMAGE}:v{__version__}")
+    # On main the image is built from the checkout; a release commit names the image its release workflow
+    # pushed and attested, by digest (docs/releasing.md).
+    assert runs["image"] == "Dockerfile" or re.fullmatch(rf"docker://{re.escape(IMAGE)}@sha256:[0-9a-f]{{64}}",
+                                                          runs["image"])
     assert "args" not in runs and "entrypoint" not in runs  # inputs travel as INPUT_* variables
     assert docker_action["branding"]["icon"] and docker_action["branding"]["color"]
     assert len(docker_action["description"]) <= 125  # the Marketplace's limit

@@ -6,14 +6,18 @@ docs/install.md says."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from testops_evidence import __version__
 
@@ -39,7 +43,7 @@ def changelog_top() -> tuple[str, str]:
 
 
 def is_release_commit() -> bool:
-    return f"image: docker://{IMAGE}:" in (ROOT / "action.yml").read_text(encoding="utf-8")
+    return f"image: docker://{IMAGE}@" in (ROOT / "action.yml").read_text(encoding="utf-8")
 
 
 # --- one version everywhere -----------------------------------------------------------------------------------
@@ -57,9 +61,43 @@ def test_the_changelog_top_entry_is_this_version() -> None:
         assert date != "Unreleased", "a release commit's changelog entry needs its date"
 
 
-def test_action_yml_names_the_image_of_this_version_or_the_dockerfile() -> None:
-    images = re.findall(r"^  image: (\S+)$", (ROOT / "action.yml").read_text(encoding="utf-8"), flags=re.MULTILINE)
-    assert images in (["Dockerfile"], [f"docker://{IMAGE}:v{__version__}"]), images
+def test_action_yml_names_the_dockerfile_or_the_released_image_by_digest() -> None:
+    text = (ROOT / "action.yml").read_text(encoding="utf-8")
+    images = re.findall(r"^  image: (\S+)$", text, flags=re.MULTILINE)
+    assert len(images) == 1, images
+    # Never by a tag (docker://...:v0.2.0): a tag can be pushed over with other bytes, a digest cannot.
+    assert images[0] == "Dockerfile" or re.fullmatch(rf"docker://{re.escape(IMAGE)}@sha256:[0-9a-f]{{64}}", images[0]), images
+    if images[0] != "Dockerfile":
+        assert f"# v{__version__}: pushed as {IMAGE}:v{__version__}" in text
+
+
+def _gen_action() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_action", ROOT / "scripts" / "gen_action.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gen_action_writes_the_release_image_by_digest_and_nothing_else() -> None:
+    gen = _gen_action()
+    digest = "sha256:" + hashlib.sha256(b"image").hexdigest()
+    release = gen.docker_action(gen.release_image(digest))
+    assert f"  image: docker://{IMAGE}@{digest}\n" in release
+    assert release.replace(f"docker://{IMAGE}@{digest}", "Dockerfile").replace(
+        f"  # v{__version__}: pushed as {IMAGE}:v{__version__}, a tag that could be moved; the digest cannot.\n", ""
+    ) == gen.docker_action("Dockerfile")  # a release commit changes the image and nothing else
+    for wrong in ("v0.2.0", "sha256:abc", "sha256:" + "A" * 64, f"{digest}\n", "sha512:" + "0" * 128):
+        with pytest.raises(ValueError, match="not an image digest"):
+            gen.release_image(wrong)
+
+
+@pytest.mark.parametrize("args", [["--image", "release"], ["--digest", "sha256:" + "0" * 64],
+                                  ["--image", "release", "--digest", "latest"]])
+def test_gen_action_refuses_a_release_image_without_a_valid_digest(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_action.py"), "--check", *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2 and "digest" in done.stderr, done.stderr
 
 
 def test_the_templates_pin_the_action_at_this_version() -> None:
@@ -80,12 +118,48 @@ def test_every_tag_the_docs_name_is_this_version() -> None:
     install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
     assert f'pipx install "git+https://github.com/{ACTION_REPOSITORY}@v{__version__}"' in install
     releasing = (ROOT / "docs" / "releasing.md").read_text(encoding="utf-8")
-    assert f"git tag -a v{__version__}" in releasing and f"docker://{IMAGE}:v{__version__}" in releasing
+    assert f"v{__version__}" in releasing and f"docker://{IMAGE}@sha256:" in releasing
 
 
 def test_the_release_workflow_checks_the_changelog_too() -> None:
     workflow = (ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
     assert "CHANGELOG.md" in workflow
+
+
+def _release_workflow() -> dict[str, Any]:
+    loaded: dict[str, Any] = YAML(typ="safe").load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    return loaded
+
+
+def test_the_release_pushes_attests_and_tags_the_image_by_its_digest() -> None:
+    workflow = _release_workflow()
+    image, tag = workflow["jobs"]["image"], workflow["jobs"]["tag"]
+    assert image["permissions"] == {"contents": "read", "packages": "write", "id-token": "write",
+                                    "attestations": "write"}
+    assert tag["permissions"] == {"contents": "write"} and tag["needs"] == "image"
+    steps = image["steps"]
+    runs = "\n".join(step.get("run", "") for step in steps)
+    # built reproducibly from the commit's own time, then pushed, then its digest taken from the registry
+    assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in runs and "--build-arg SOURCE_DATE_EPOCH" in runs
+    push = next(step for step in steps if step.get("id") == "push")
+    assert "docker push" in push["run"] and "RepoDigests" in push["run"] and 'digest=$digest' in push["run"]
+    (attest,) = [step for step in steps if "attest-build-provenance" in step.get("uses", "")]
+    assert re.fullmatch(r"actions/attest-build-provenance@[0-9a-f]{40}", attest["uses"])
+    assert steps.index(attest) > steps.index(push)
+    assert attest["with"] == {"subject-name": "${{ env.IMAGE }}", "subject-digest": "${{ steps.push.outputs.digest }}",
+                              "push-to-registry": True}
+    assert image["outputs"]["digest"] == "${{ steps.push.outputs.digest }}"
+    assert tag["env"]["DIGEST"] == "${{ needs.image.outputs.digest }}"
+    tag_runs = "\n".join(step.get("run", "") for step in tag["steps"])
+    assert 'gen_action.py --image release --digest "$DIGEST"' in tag_runs
+    assert 'push origin "refs/tags/v$VERSION"' in tag_runs  # the tag only: main keeps the Dockerfile
+    assert workflow["env"]["IMAGE"] == IMAGE
+
+
+def test_the_image_is_built_reproducibly() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"^ARG SOURCE_DATE_EPOCH$", dockerfile, flags=re.MULTILINE)
+    assert "python3 -m compileall -q --invalidation-mode checked-hash /action/site /action/src" in dockerfile
 
 
 # --- the changelog's shape ----------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / "scripts" / "setup.sh"
@@ -22,8 +24,15 @@ SETUP = ROOT / "scripts" / "setup.sh"
 def lock_entries(path: Path) -> dict[str, str]:
     """name -> its whole entry (``name==version`` and every hash line) of a pip-compile style lock."""
     text = path.read_text(encoding="utf-8")
-    found = re.findall(r"^(([a-z0-9][a-z0-9._-]*)==\S+ \\\n(?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", text, re.M)
+    found = re.findall(r"^(([a-z0-9][a-z0-9._-]*)==\S+(?: ; [^\\\n]+)? \\\n(?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)",
+                       text, re.M)
     return {name: entry for entry, name in found}
+
+
+def applies(entry: str) -> bool:
+    """Whether a lock entry's environment marker (``name==1.0 ; sys_platform == 'win32' \\``) holds here."""
+    marker = re.match(r"\S+ ; ([^\\\n]+) \\", entry)
+    return marker is None or Marker(marker[1]).evaluate()
 
 
 def test_the_rehearsal_lock_is_a_closed_subset_of_the_dev_lock() -> None:
@@ -34,7 +43,9 @@ def test_the_rehearsal_lock_is_a_closed_subset_of_the_dev_lock() -> None:
     for name, entry in rehearsal.items():
         assert dev.get(name) == entry, f"{name}: rehearsal.txt and dev.txt must pin the same version and hashes"
     # Closed: every dependency of a rehearsal package (for this interpreter) is in one of the two locks.
-    for name in rehearsal:
+    for name, entry in rehearsal.items():
+        if not applies(entry):
+            continue  # not for this platform (colorama, Windows only): not installed here
         for spec in metadata.requires(name) or []:
             requirement = Requirement(spec)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
@@ -115,9 +126,9 @@ def test_the_rehearsal_setup_of_a_fresh_clone_prints_each_step_and_installs_only
     names = subprocess.run([str(python), "-I", "-c", "import importlib.metadata as m; "
                             "print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))"],
                            capture_output=True, text=True, check=True).stdout.split()
-    expected = lock_entries(ROOT / "requirements" / "runtime.txt").keys() | lock_entries(
-        ROOT / "requirements" / "rehearsal.txt").keys()
-    assert {n.replace("_", "-") for n in names} == expected  # nothing else: no dev tools, no pip
+    expected = {name for lock in ("runtime", "rehearsal")
+                for name, entry in lock_entries(ROOT / "requirements" / f"{lock}.txt").items() if applies(entry)}
+    assert {canonicalize_name(n) for n in names} == expected  # nothing else: no dev tools, no pip
     version = subprocess.run([str(clone / ".venv" / "bin" / "testops-evidence"), "--version"], capture_output=True,
                              text=True, check=False)
     assert version.stdout.strip().startswith("testops-evidence "), version.stderr

@@ -1,8 +1,9 @@
-"""The pure-Python Zstandard decoder: exact against the reference implementation, strict on hostile input.
+"""The bounded Zstandard wrapper (libzstd under an output cap): exact on every reference vector, strict on
+hostile input, and never past its cap.
 
-The vectors are written by libzstd itself (python-zstandard in the producers' environment, see
-tests/producers/zstd_vectors.py) at every level band and frame option; Inspect AI's real ``.eval`` logs
-exercise the decoder again through the archive reader (tests/test_frameworks.py).
+The vectors are written by python-zstandard in the producers' environment (tests/producers/zstd_vectors.py)
+at every level band and frame option, a different binding from the one that decodes them; Inspect AI's
+real ``.eval`` logs exercise the wrapper again through the archive reader (tests/test_inspect_logs.py).
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ def test_an_rle_bomb_stops_at_the_cap() -> None:
     (MAGIC.to_bytes(4, "little") + bytes([0x08, 0x58]), "reserved"),
     (MAGIC.to_bytes(4, "little") + bytes([0x01, 0x58, 0x07]), "dictionary"),
     (MAGIC.to_bytes(4, "little") + bytes([0x00, 0xF8]) + (1 | 3 << 1).to_bytes(3, "little"), "window"),
-    (MAGIC.to_bytes(4, "little") + bytes([0x00, 0x58]) + (1 | 3 << 1).to_bytes(3, "little"), "reserved type"),
-    (MAGIC.to_bytes(4, "little") + bytes([0x00, 0x58]) + (1 | (200_000 << 3)).to_bytes(3, "little"), "block"),
+    (MAGIC.to_bytes(4, "little") + bytes([0x00, 0x58]) + (1 | 3 << 1).to_bytes(3, "little"), "corrupt"),  # reserved type
+    (MAGIC.to_bytes(4, "little") + bytes([0x00, 0x58]) + (1 | (200_000 << 3)).to_bytes(3, "little"), "corrupt"),  # block too large
     ((0x184D2A50).to_bytes(4, "little") + (10).to_bytes(4, "little") + b"abc", "skippable"),
 ])
 def test_malformed_frames_are_refused_with_a_reason(data: bytes, message: str) -> None:
@@ -208,3 +209,21 @@ def test_the_archive_and_decoder_agree_with_zipfile_on_sizes() -> None:
     assert archive.files["big.json"].data == plain
     assert archive.uncompressed_bytes == len(plain)
 
+
+
+def test_a_wrong_content_checksum_is_refused() -> None:
+    # libzstd verifies the optional XXH64 checksum (the pure-Python decoder skipped it and left the zip
+    # entry's CRC-32 to catch the damage): a frame whose content was altered under a kept checksum, or
+    # whose checksum was altered, is refused before the archive reader sees its bytes.
+    import sys
+
+    if sys.version_info >= (3, 14):
+        from compression.zstd import CompressionParameter, compress
+    else:
+        from backports.zstd import CompressionParameter, compress
+    plain = b'{"samples": ' + b"[1, 2, 3], " * 500 + b"[]}"
+    frame = compress(plain, options={CompressionParameter.checksum_flag: 1})
+    assert decompress(frame, CAP) == plain
+    damaged = frame[:-1] + bytes([frame[-1] ^ 0x01])
+    with pytest.raises(ZstdError, match="corrupt"):
+        decompress(damaged, CAP)

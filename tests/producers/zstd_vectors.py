@@ -3,7 +3,8 @@
     .tools/producers/bin/python tests/producers/zstd_vectors.py OUT_DIR
 
 For every input below and every compressor setting, OUT_DIR gets ``<name>.plain`` and ``<name>.zst``;
-tests/test_zstd.py checks that the package's pure-Python decoder gives back the plain bytes exactly.
+tests/test_zstd.py checks that the package's bounded wrapper (testops_evidence.readers.zstd) gives back
+the plain bytes exactly.
 The settings cover what libzstd emits in practice: every level band (fast, lazy, optimal), negative
 levels, frames with and without content size and checksum, streaming (no size: what Inspect AI writes),
 several frames in one stream, a skippable frame, long-distance matching and a window over 8 MiB.

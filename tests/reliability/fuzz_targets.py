@@ -55,7 +55,7 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
                "`layout.adapt_trials` (listing, budgets, safe reads, the format's parser from "
                "`adapters/formats.py`) → `framework_cell` → `adapted_cell`", "test_report_formats.py"),
     FuzzTarget("zstd-stream", "a Zstandard entry of an `.eval` archive",
-               "`zstd.decompress` (frames, blocks, Huffman and FSE tables, sequences; bounded by the entry's size)",
+               "`zstd.decompress` (frame headers here, then libzstd; bounded by the entry's size)",
                _DOCS),
     FuzzTarget("artifact-zip", "a downloaded artifact zip (damaged bytes and hostile entries)",
                "`archive.extract_zip` (names, links, duplicates, sizes, ratio) and every inflated digest", _DOCS),

