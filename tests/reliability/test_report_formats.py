@@ -78,12 +78,14 @@ def test_a_report_past_its_cap_is_refused_before_it_is_read(tmp_path: Path, fmt:
         handle.truncate(fmt.limit + 1)  # sparse: nothing of it is ever written or read
     with pytest.raises(Refusal) as caught:
         adapt(tmp_path / "export")
-    assert caught.value.code in ("io.too_large", "export.case_budget")
-    # Given to `cell` directly, no case budget applies: the file's own cap does.
+    # Over its own cap, a report is its case's problem (export.adapter: that case broken, docs/evidence.md).
+    assert caught.value.code in ("export.adapter", "export.case_budget")
+    # Given to `cell` directly, no case budget applies: the file's own cap does, with the adapter's code (the
+    # same report at export breaks only its case).
     run = run_mode("cell", tmp_path, {"contract": str(corpus.EXAMPLE_CONTRACT), "case": CASE, fmt.kind: str(report),
                                       "out": str(tmp_path / "cell.json"), "selection-sha256": "5e" * 32,
                                       "source-sha": corpus.env()["GITHUB_SHA"]}, {})
-    assert run.outputs.get("error-code") == "io.too_large", run.outputs
+    assert run.outputs.get("error-code") == "export.adapter", run.outputs
     assert not (tmp_path / "cell.json").exists()
 
 
