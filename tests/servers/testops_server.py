@@ -180,6 +180,8 @@ class LoggedRequest:
     auth: str | None = None
     endpoint: str | None = None  # the conformance table's endpoint id
     refused: str | None = None  # why the conformance table refused the request
+    content_type: str = ""
+    raw: bytes = b""  # the body as sent (kept for the OpenAPI validation of recorded requests; never the token's)
 
 
     def param(self, name: str) -> str | None:
@@ -308,6 +310,8 @@ class TestOpsServer:
         *,
         token: str = "testops-test-token",  # noqa: S107 - a test server's fixed test credential
         jwt_expires_in: int = 3600,
+        jwt_announces_expiry: bool = True,
+        job_lookup_none: str = "404",
         visible_after_polls: int = 0,
         clock: Callable[[], float] = time.monotonic,
         prefixes: tuple[str, ...] = ("/api", "/api/rs"),
@@ -322,6 +326,14 @@ class TestOpsServer:
             raise ValueError(f"generation must be one of {conformance.GENERATIONS}")
         self.token = token
         self.jwt_expires_in = jwt_expires_in
+        # RFC 6749 §5.1 makes expires_in optional: False answers the exchange without it (the JWT still
+        # expires after jwt_expires_in seconds).
+        self.jwt_announces_expiry = jwt_announces_expiry
+        # What GET /job?externalId answers when no job has the id: 25.4.1 documents only a 200 (JobDto or a
+        # page), so both readings are served: "404", or "empty-page" (a page without content).
+        if job_lookup_none not in ("404", "empty-page"):
+            raise ValueError("job_lookup_none must be '404' or 'empty-page'")
+        self.job_lookup_none = job_lookup_none
         self.visible_after_polls = visible_after_polls
         self.clock = clock
         self.prefixes = prefixes
@@ -558,7 +570,8 @@ class TestOpsServer:
         prefix, route = self._route_of(path)
         request_id = handler.headers.get("X-Request-Id") or f"srv-{next(self._request_ids)}"
         entry = LoggedRequest(handler.command, path, route or path, prefix or "", query,
-                              body=None if path == TOKEN_ROUTE or body is _BAD_JSON else body)
+                              body=None if path == TOKEN_ROUTE or body is _BAD_JSON else body,
+                              content_type=ctype, raw=b"" if path == TOKEN_ROUTE else raw)
         with self.lock:
             self.log.append(entry)
             fault = self._take_fault(handler.command, entry.route)
@@ -762,8 +775,11 @@ class TestOpsServer:
         jwt = "eyJ" + secrets.token_urlsafe(24)
         with self.lock:
             self._jwts[jwt] = self.clock() + self.jwt_expires_in
-        return _Response(200, {"access_token": jwt, "token_type": "bearer", "expires_in": self.jwt_expires_in,
-                               "scope": "openid", "jti": secrets.token_hex(8)})
+        answer = {"access_token": jwt, "token_type": "bearer", "expires_in": self.jwt_expires_in,
+                  "scope": "openid", "jti": secrets.token_hex(8)}
+        if not self.jwt_announces_expiry:
+            del answer["expires_in"]
+        return _Response(200, answer)
 
     # --- routes --------------------------------------------------------------------------------------
     _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
@@ -965,6 +981,8 @@ class TestOpsServer:
         for job in self.jobs.values():
             if job["projectId"] == project and external is not None and job["externalId"] == external:
                 return 200, dict(job)
+        if self.job_lookup_none == "empty-page":
+            return 200, self._page([], r)
         raise HttpError(404, "job not found")
 
     def _r_get_job(self, _r: _Request, job_id: int) -> tuple[int, Any]:
@@ -1099,7 +1117,7 @@ class TestOpsServer:
 
     def _r_upload_session(self, r: _Request) -> tuple[int, Any]:
         body = r.object()
-        if body.get("launchId") is not None and r.param("manual") != "true":
+        if body.get("launchId") is not None and r.param("manual") != "true" and self.generation != "25.4":
             # The launch body is the manual session's (allure3 client: ?manual=true with {launchId}).
             raise HttpError(400, "a session for a launch needs manual=true")
         if body.get("jobRunId") is not None:
@@ -1196,7 +1214,11 @@ class TestOpsServer:
         for part in r.files():
             item = {"id": next(self._ids), **part}
             result["attachments"].append(item)
-            stored.append({"storageKey": f"tr/{result['id']}/{item['id']}", "missed": False, "fromTestCase": False})
+            # TestResultAttachmentRowDto: AttachmentRow's entity is required (its discriminator, mapped to no
+            # value in 25.4.1, so the schema's own name, OpenAPI's implicit value).
+            stored.append({"id": item["id"], "name": item["name"], "contentLength": item["contentLength"],
+                           "contentType": item["contentType"], "entity": "TestResultAttachmentRowDto",
+                           "storageKey": f"tr/{result['id']}/{item['id']}", "missed": False, "fromTestCase": False})
         return 200, stored
 
     def _r_upload_stop(self, r: _Request) -> tuple[int, Any]:
