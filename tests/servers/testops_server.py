@@ -110,10 +110,12 @@ requests other than the token exchange.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import secrets
 import threading
@@ -124,6 +126,7 @@ from dataclasses import dataclass, field
 from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -134,6 +137,25 @@ STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
 FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers",
                "drip")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
+RECORD_VARIABLE = "TESTOPS_EVIDENCE_RECORD_REQUESTS"
+_RECORDINGS = itertools.count(1)
+
+
+def load_recorded(folder: Path) -> dict[str, list[LoggedRequest]]:
+    """Requests written by servers run with ``TESTOPS_EVIDENCE_RECORD_REQUESTS``, per generation."""
+    found: dict[str, list[LoggedRequest]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line:
+                continue
+            item = json.loads(line)
+            raw = base64.b64decode(item["raw"])
+            body = json.loads(raw) if raw and item["content-type"].startswith("application/json") else None
+            found.setdefault(item["generation"], []).append(LoggedRequest(
+                item["method"], item["path"], item["route"], item["prefix"], item["query"], body=body,
+                status=item["status"], endpoint=item["endpoint"], refused=item["refused"],
+                content_type=item["content-type"], raw=raw))
+    return found
 
 
 class HttpError(Exception):
@@ -381,6 +403,21 @@ class TestOpsServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._record()
+
+    def _record(self) -> None:
+        """With ``TESTOPS_EVIDENCE_RECORD_REQUESTS`` set to a directory, write the requests this server got
+        there (one JSON line each) for tests/test_testops_openapi.py to validate against the description."""
+        folder = os.environ.get(RECORD_VARIABLE)
+        if not folder or not self.log:
+            return
+        lines = [json.dumps({"generation": self.generation, "method": e.method, "path": e.path, "route": e.route,
+                             "prefix": e.prefix, "query": e.query, "status": e.status, "endpoint": e.endpoint,
+                             "refused": e.refused, "content-type": e.content_type,
+                             "raw": base64.b64encode(e.raw).decode("ascii")})
+                 for e in self.log if e.path != TOKEN_ROUTE]
+        name = f"{self.generation}-{os.getpid()}-{id(self):x}-{next(_RECORDINGS)}.jsonl"
+        Path(folder, name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def __enter__(self) -> TestOpsServer:
         return self.start()

@@ -62,7 +62,34 @@ def replay(client: TestOpsClient, recorded: Mapping[str, Any]) -> Any:
             and set(body) == {"name"}):
         # A marker of 0.1 recorded the plan run as {name}, which TestOps refuses (launchName is required).
         body = {"launchName": body["name"]}
+    if recorded.get("method") == "POST" and path == "/upload/test-result" and isinstance(body, Mapping):
+        # A marker of 0.2 recorded the chunk with lower-case statuses and nested steps, which a 25.4 server
+        # refuses or drops: it is replayed in the form 25.4.1 describes (the same results, the same facts).
+        body = {**body, "results": [result_in_described_form(r) if isinstance(r, Mapping) else r
+                                    for r in body.get("results") or ()]}
     return send(client, Request(str(recorded["method"]), path, body, dict(params or {})))
+
+
+def result_in_described_form(dto: Mapping[str, Any]) -> dict[str, Any]:
+    """An upload DTO with UploadTestStatus names and flat steps (an older marker's DTO; a current one is unchanged)."""
+    from testops_evidence.evidence.publication import STEP_PATH_SEPARATOR, upload_status
+
+    def status(value: Any) -> Any:
+        return upload_status(value.lower()) if isinstance(value, str) else value
+
+    def flat(steps: Any, parents: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+        for step in steps if isinstance(steps, list) else ():
+            if not isinstance(step, Mapping):
+                continue
+            name = str(step.get("body"))
+            yield {**{k: v for k, v in step.items() if k != "steps"}, "status": status(step.get("status")),
+                   "body": STEP_PATH_SEPARATOR.join((*parents, name))}
+            yield from flat(step.get("steps"), (*parents, name))
+
+    out = {**dto, "status": status(dto.get("status"))}
+    if "steps" in dto:
+        out["steps"] = list(flat(dto["steps"]))
+    return out
 
 
 # --- test cases -------------------------------------------------------------------------------------------
