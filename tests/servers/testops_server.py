@@ -676,6 +676,8 @@ class TestOpsServer:
         """The answer as the generation documents it: its status, and only the fields it lists."""
         status = endpoint.answer.get("status", response.status)
         shape = conformance.answer_shape(endpoint)
+        if endpoint.answer.get("or-page") and isinstance(response.payload, dict) and "content" in response.payload:
+            shape = {"type": "page", "items": shape}  # GET /job: JobDto, or a page of them (25.4.1 findAll_31)
         if status == 204 or shape is None:
             return _Response(status, None, response.headers)
         documented = conformance.project(shape, response.payload)
