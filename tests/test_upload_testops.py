@@ -327,12 +327,12 @@ def test_a_25_4_server_never_has_its_result_ids_read_by_position(tmp_path: Path)
         server._r_upload_results = reordered  # type: ignore[method-assign]
         upload = campaign.run("upload")
         assert upload.exit_code == 0, upload.summary
-        assert all(len(e.body["results"]) == 1 for e in server.requests("POST", "/upload/test-result"))
         receipt = load_receipt(tmp_path / "allure-results-receipt.json")
         stored = {r["uuid"]: r for r in server.launch_results(campaign.launch["id"])}
         for row in receipt.results:
             (attached,) = stored[row["uuid"]]["attachments"]
             assert attached["sha256"] == row["attachment-sha256"], row["full-name"]
+        assert all(len(e.body["results"]) == 1 for e in server.requests("POST", "/upload/test-result"))
         assert campaign.run("verify").outputs["verified-count"] == "3"
 
 
