@@ -155,7 +155,7 @@ def test_upload_flow_with_eventual_consistency(server: TestOpsServer, client: Te
 def test_upload_chunks_are_capped(server: TestOpsServer, client: TestOpsClient) -> None:
     launch = server.add_launch(PROJECT, "L")
     session = client.post("/upload/session", {"launchId": launch["id"]}, params={"manual": True})
-    too_many = [{"uuid": f"u{n}", "status": "passed"} for n in range(101)]
+    too_many = [{"uuid": f"u{n}", "status": "PASSED"} for n in range(101)]
     with pytest.raises(Refusal) as error:
         client.post("/upload/test-result", {"testSessionId": session["id"], "results": too_many})
     assert error.value.code == "testops.http_400"
