@@ -110,7 +110,7 @@ def test_upload_flow_with_eventual_consistency(server: TestOpsServer, client: Te
     answer = client.post("/upload/test-result", {"testSessionId": session["id"], "results": results})
     if testops_generation == "current":
         ids = {r["uuid"]: r["id"] for r in answer["results"]}
-    else:  # 25.4.1's UploadResultsResponseDto: the ids, in the order sent
+    else:  # 25.4.1's UploadResultsResponseDto: the ids (this server keeps the order sent; 25.4.1 does not say)
         assert set(answer) == {"resultIds"}
         ids = dict(zip(["u1", "u2"], answer["resultIds"], strict=True))
     attached = client.post(f"/upload/test-result/{ids['u1']}/attachment",

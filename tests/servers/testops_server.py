@@ -57,12 +57,15 @@ number, size, last, first, numberOfElements, empty}`` with ``page`` 0-based and 
 ``POST {P}/upload/start``                     -> ``{jobRunId, launchId, jobId, projectId}`` (attaches to ``jobRun.id`` and
                                               sets its uid when given, else finds/creates job and job run; a
                                               ``job.parameters`` list replaces the job's parameters)
-``POST {P}/upload/session``                   ``{launchId}`` with ``?manual=true``, or (current) ``{jobRunId}`` -> ``{id, ...}``
+``POST {P}/upload/session``                   ``{launchId}`` with ``?manual=true`` (current; ignored on 25.4, which
+                                              does not define it), or (current) ``{jobRunId}`` -> ``{id, ...}``
 ``POST {P}/upload/test-result``               ``{testSessionId, results:[<= max_chunk]}`` -> ``{results:[{id, uuid}]}``
-                                              (current) or ``{resultIds}`` in the order sent (25.4); the ``ALLURE_ID``
-                                              label maps to ``testCaseId``; 409 if the launch is closed
-``POST {P}/upload/test-result/{id}/attachment``  multipart ``file`` parts
-``POST {P}/testresult/attachment?testResultId``  multipart ``file`` parts, attached to the result
+                                              (current) or ``{resultIds}`` in the order sent (25.4, whose
+                                              description does not promise an order); the ``ALLURE_ID`` label
+                                              maps to ``testCaseId``; 409 if the launch is closed
+``POST {P}/upload/test-result/{id}/attachment``  multipart ``file`` parts -> 202, no content
+``POST {P}/testresult/attachment?testResultId``  multipart ``file`` parts, attached to the result -> rows with
+                                              ``entity`` (required by AttachmentRow)
 ``POST {P}/upload/stop``                      ``{projectId, jobUid, jobRunUid, status}``: finds the job by its external
                                               id and its run by uid (404 otherwise); the job run is finished
 ``GET {P}/testresult?launchId=``              page of *visible* results ``{id, projectId, launchId, testCaseId,
