@@ -312,9 +312,17 @@ def _is_a_body_step(step: Any) -> bool:
     return isinstance(step, dict) and step.get("type") == "body" and Draft202012Validator(schema).is_valid(step)
 
 
+def endpoint_id(entry: LoggedRequest, generation: str = "25.4") -> str:
+    """The table row of a recorded request (a request answered by an injected fault was never matched)."""
+    if entry.endpoint:
+        return entry.endpoint
+    found = conformance.endpoint(generation, entry.method, entry.route)
+    return found.id if found is not None else ""
+
+
 def allowed(entry: LoggedRequest, error: str) -> bool:
     """Whether the table names this non-conformance (exceptions-25.4 of the request's endpoint)."""
-    named = table_exceptions().get(entry.endpoint or "", {})
+    named = table_exceptions().get(endpoint_id(entry), {})
     return any(where.startswith("request: ") and where.removeprefix("request: ") in error for where in named)
 
 
@@ -356,7 +364,7 @@ def check(recorded: Iterable[LoggedRequest], generation: str) -> dict[str, Any]:
         checked += 1
         for error in validation_errors(entry):
             if allowed(entry, error) or (generation == "current" and current_allows(entry, error)):
-                named.add((entry.endpoint, error.split(":")[0]))
+                named.add((endpoint_id(entry, generation), error.split(":")[0]))
             else:
                 bad.append(f"{entry.method} {entry.path}: {error}")
     return {"checked": checked, "non-conforming": bad, "named": sorted(named, key=str)}
@@ -365,7 +373,7 @@ def check(recorded: Iterable[LoggedRequest], generation: str) -> dict[str, Any]:
 def current_allows(entry: LoggedRequest, error: str) -> bool:
     """The current generation's own rows (Allure 3's client) that differ from 25.4.1: named in the table's
     current generation (exceptions-current)."""
-    named = table_exceptions("current").get(entry.endpoint or "", {})
+    named = table_exceptions("current").get(endpoint_id(entry, "current"), {})
     return any(where.startswith("request: ") and where.removeprefix("request: ") in error for where in named)
 
 
