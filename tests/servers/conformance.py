@@ -127,7 +127,7 @@ def check_request(ep: Endpoint, query: Mapping[str, Sequence[str]], ctype: str, 
     if body is None:
         raise Refused(400, "Required request body is missing")
     try:
-        check_value(spec["shape"], body, "body")
+        check_value(spec["shape"], body, "body", nulls=False)
     except Refused as refused:
         raise Refused(refused.status, refused.reason + _cited(ep.cite)) from None
 
@@ -151,10 +151,14 @@ def _shape(shape: Any) -> Mapping[str, Any]:
     return {"type": shape} if isinstance(shape, str) else shape
 
 
-def check_value(shape: Any, value: Any, where: str) -> None:
-    """Check a JSON value against a table shape; a null counts as absent (Jackson reads null as unset)."""
+def check_value(shape: Any, value: Any, where: str, *, nulls: bool = True) -> None:
+    """Check a JSON value against a table shape. In an answer a null counts as absent (Jackson writes an unset
+    field as null); a request's null is refused (``nulls=False``): report-service.json types every field
+    (string, integer, ...) and none as null, so the action never sends one (``conventions.nulls``)."""
     spec = _shape(shape)
     kind = spec["type"]
+    if value is None and not nulls and kind != "any":
+        raise Refused(400, f"{where}: null is not a {kind}")
     if value is None or kind == "any":
         return
     if kind == "object":
@@ -172,14 +176,14 @@ def check_value(shape: Any, value: Any, where: str) -> None:
                 if spec.get("open"):
                     continue
                 raise Refused(400, f"{where}.{name}: unknown field" + _cited(spec.get("cite", "")))
-            check_value(fields[name], item, f"{where}.{name}")
+            check_value(fields[name], item, f"{where}.{name}", nulls=nulls)
         return
     if kind == "page":
         if not isinstance(value, dict) or not isinstance(value.get("content"), list):
             raise Refused(400, f"{where}: a page (an object with a content array) is expected")
         check_value(table()["conventions"]["pages"]["shape"], {k: v for k, v in value.items() if k != "content"}, where)
         for index, item in enumerate(value["content"]):
-            check_value(spec["items"], item, f"{where}.content[{index}]")
+            check_value(spec["items"], item, f"{where}.content[{index}]", nulls=nulls)
         return
     if kind == "array":
         if not isinstance(value, list):
@@ -187,7 +191,7 @@ def check_value(shape: Any, value: Any, where: str) -> None:
         if "max" in spec and len(value) > spec["max"]:
             raise Refused(400, f"{where}: at most {spec['max']} items")
         for index, item in enumerate(value):
-            check_value(spec["items"], item, f"{where}[{index}]")
+            check_value(spec["items"], item, f"{where}[{index}]", nulls=nulls)
         return
     if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
