@@ -6,16 +6,17 @@ the suite's TestOps flows send validated with a real OpenAPI validator (openapi-
    ``tests/data/testops-openapi/report-service-25.4.1.json``. A difference is allowed only where the table
    names it (``exceptions-25.4``: what differs and why); an exception that no longer differs is stale and
    fails too.
-2. **Recorded requests.** The suite's flows (bootstrap, launch, select, upload, verify, reconcile) run against
-   the TestOps test server of each generation; the server records every request it gets (body as sent), and
-   each is validated with openapi-core against the 25.4.1 description. The current generation has no
-   published description: its requests are validated against 25.4.1's where the table keeps its facts, so
-   the only differences allowed are the ones the table's current rows name. Non-conforming: zero, or the
-   exceptions named in the table (``exceptions-25.4``), each matched by its location.
+2. **Recorded requests.** The upload and verify phases run here against the TestOps test server of each
+   generation; the server records every request it gets (body as sent), and each is validated with
+   openapi-core against the 25.4.1 description. The current generation has no published description: its
+   requests are validated against 25.4.1's too, so the only differences allowed are the ones the table's
+   current rows name (``exceptions-current``). Non-conforming: zero, or the exceptions named in the table
+   (``exceptions-25.4``), each matched by its location.
 
 Set ``TESTOPS_EVIDENCE_RECORD_REQUESTS`` to a directory and every TestOps test server of a pytest run writes
 its requests there (``tests/servers/testops_server.py``); :func:`test_the_recorded_requests_of_a_run_conform`
-then validates those too — how the cross-check of issue 28 was repeated over whole modules.
+then validates those too: every flow of those modules (bootstrap, launch, select, upload, verify, reconcile,
+the fault matrix) — how the cross-check of issue 28 was repeated over whole modules.
 """
 
 from __future__ import annotations
@@ -337,8 +338,8 @@ def allowed(entry: LoggedRequest, error: str) -> bool:
 
 
 def run_the_flows(tmp_path: Path, generation: str) -> list[LoggedRequest]:
-    """The suite's TestOps flows against one server: bootstrap, launch, select, upload, verify and reconcile
-    (the phases, as the other test modules run them), and the client's JWT exchange."""
+    """Upload and verify against one server, as the other test modules run them (the selection is seeded by
+    TestOpsCampaign); the other phases' requests are checked from recorded runs."""
     from evidence_support import SENTINEL, TestOpsCampaign, cell, small_contract
 
     contract = small_contract(testops=True)
