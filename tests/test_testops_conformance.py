@@ -134,9 +134,10 @@ def test_nested_fields_enums_and_limits_are_checked(server: TestOpsServer) -> No
             400, "body.results[0].environment: unknown field")
     refused(call(server, "POST", "/upload/test-result", json={**base, "results": [{"uuid": "u"}] * 1001}),
             400, "body.results: at most 1000 items")
-    accepted = call(server, "POST", "/upload/test-result",
-                    json={**base, "results": [{"uuid": "u", "status": "PASSED", "historyId": None}]})
-    assert accepted.status_code == 200  # the Java enum name and a null (unset) field are accepted
+    refused(call(server, "POST", "/upload/test-result", json={**base, "results": [
+        {"uuid": "u", "status": "PASSED", "historyId": None}]}), 400, "body.results[0].historyId: null is not a string")
+    accepted = call(server, "POST", "/upload/test-result", json={**base, "results": [{"uuid": "u", "status": "PASSED"}]})
+    assert accepted.status_code == 200  # the Java enum name; an unset field is left out, never null
 
 
 def test_query_content_type_and_parts_are_checked(server: TestOpsServer) -> None:

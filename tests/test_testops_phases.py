@@ -400,6 +400,8 @@ def test_reconcile_observes_an_upload_chunk(tmp_path: Path, server: TestOpsServe
     assert json.loads(resumed.outputs["reconciled"]) == ["upload-chunk-1"], resumed.summary
     assert sorted(r["fullName"] for r in server.launch_results(launch["id"])) == sorted(names)
     assert [e.route for e in server.mutations()] == ["/upload/test-result"]
+    # The marker's chunk (as 0.2 wrote it, statuses in lower case) is replayed with UploadTestStatus names.
+    assert [r["status"] for r in server.mutations()[0].body["results"]] == ["PASSED", "PASSED"]
 
 
 def test_reconcile_waits_while_results_are_still_processing(tmp_path: Path, server: TestOpsServer,

@@ -19,6 +19,7 @@ from typing import Any
 
 TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "testops-conformance.json"
 GENERATIONS = ("25.4", "current")
+DESCRIPTION = "report-service.json 25.4.1"  # tests/data/testops-openapi/report-service-25.4.1.json
 DEFAULT_GENERATION = "current"
 
 
@@ -41,6 +42,7 @@ class Endpoint:
     query: Mapping[str, Any]
     body: Mapping[str, Any] | None
     answer: Mapping[str, Any]
+    cite: str = ""  # where report-service.json (25.4.1) describes the operation; empty for other generations
 
 
 @cache
@@ -63,7 +65,9 @@ def endpoints(generation: str) -> tuple[Endpoint, ...]:
         request = {**entry["request"], **override.get("request", {})}
         found.append(Endpoint(entry["id"], entry["method"], entry["route"], _pattern(entry["route"]),
                               bool(override.get("absent")), request.get("query", {}), request.get("body"),
-                              override.get("answer", entry["answer"])))
+                              override.get("answer", entry["answer"]),
+                              f"{DESCRIPTION}: paths['/api{entry['route']}'].{entry['method'].lower()}"
+                              if generation == "25.4" else ""))
     return tuple(found)
 
 
@@ -90,7 +94,9 @@ def check_request(ep: Endpoint, query: Mapping[str, Sequence[str]], ctype: str, 
     for name, values in query.items():
         spec = ep.query.get(name)
         if spec is None:
-            raise Refused(400, f"unknown query parameter {name!r} for {ep.method} {ep.route}")
+            raise Refused(400, f"unknown query parameter {name!r} for {ep.method} {ep.route}{_cited(ep.cite)}")
+        if spec.get("undefined"):
+            continue  # not in the description: ignored, as Spring ignores an undefined query parameter
         if len(values) > 1 and not spec.get("repeat"):
             raise Refused(400, f"query parameter {name!r} given {len(values)} times")
         for value in values:
@@ -120,7 +126,14 @@ def check_request(ep: Endpoint, query: Mapping[str, Sequence[str]], ctype: str, 
         return
     if body is None:
         raise Refused(400, "Required request body is missing")
-    check_value(spec["shape"], body, "body")
+    try:
+        check_value(spec["shape"], body, "body", nulls=False)
+    except Refused as refused:
+        raise Refused(refused.status, refused.reason + _cited(ep.cite)) from None
+
+
+def _cited(cite: str) -> str:
+    return f" [{cite}]" if cite else ""
 
 
 def _check_query_value(name: str, spec: Mapping[str, Any], value: str) -> None:
@@ -138,10 +151,14 @@ def _shape(shape: Any) -> Mapping[str, Any]:
     return {"type": shape} if isinstance(shape, str) else shape
 
 
-def check_value(shape: Any, value: Any, where: str) -> None:
-    """Check a JSON value against a table shape; a null counts as absent (Jackson reads null as unset)."""
+def check_value(shape: Any, value: Any, where: str, *, nulls: bool = True) -> None:
+    """Check a JSON value against a table shape. In an answer a null counts as absent (Jackson writes an unset
+    field as null); a request's null is refused (``nulls=False``): report-service.json types every field
+    (string, integer, ...) and none as null, so the action never sends one (``conventions.nulls``)."""
     spec = _shape(shape)
     kind = spec["type"]
+    if value is None and not nulls and kind != "any":
+        raise Refused(400, f"{where}: null is not a {kind}")
     if value is None or kind == "any":
         return
     if kind == "object":
@@ -158,15 +175,15 @@ def check_value(shape: Any, value: Any, where: str) -> None:
             if name not in fields:
                 if spec.get("open"):
                     continue
-                raise Refused(400, f"{where}.{name}: unknown field")
-            check_value(fields[name], item, f"{where}.{name}")
+                raise Refused(400, f"{where}.{name}: unknown field" + _cited(spec.get("cite", "")))
+            check_value(fields[name], item, f"{where}.{name}", nulls=nulls)
         return
     if kind == "page":
         if not isinstance(value, dict) or not isinstance(value.get("content"), list):
             raise Refused(400, f"{where}: a page (an object with a content array) is expected")
         check_value(table()["conventions"]["pages"]["shape"], {k: v for k, v in value.items() if k != "content"}, where)
         for index, item in enumerate(value["content"]):
-            check_value(spec["items"], item, f"{where}.content[{index}]")
+            check_value(spec["items"], item, f"{where}.content[{index}]", nulls=nulls)
         return
     if kind == "array":
         if not isinstance(value, list):
@@ -174,7 +191,7 @@ def check_value(shape: Any, value: Any, where: str) -> None:
         if "max" in spec and len(value) > spec["max"]:
             raise Refused(400, f"{where}: at most {spec['max']} items")
         for index, item in enumerate(value):
-            check_value(spec["items"], item, f"{where}[{index}]")
+            check_value(spec["items"], item, f"{where}[{index}]", nulls=nulls)
         return
     if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
@@ -200,7 +217,7 @@ def check_value(shape: Any, value: Any, where: str) -> None:
             allowed = [e.lower() for e in enum] if spec.get("case") == "insensitive" else enum
             probe = value.lower() if spec.get("case") == "insensitive" else value
             if probe not in allowed:
-                raise Refused(400, f"{where}: {value!r} is not one of {', '.join(enum)}")
+                raise Refused(400, f"{where}: {value!r} is not one of {', '.join(enum)}" + _cited(spec.get("cite", "")))
         return
     raise ValueError(f"unknown shape type {kind!r} at {where}")
 

@@ -57,12 +57,15 @@ number, size, last, first, numberOfElements, empty}`` with ``page`` 0-based and 
 ``POST {P}/upload/start``                     -> ``{jobRunId, launchId, jobId, projectId}`` (attaches to ``jobRun.id`` and
                                               sets its uid when given, else finds/creates job and job run; a
                                               ``job.parameters`` list replaces the job's parameters)
-``POST {P}/upload/session``                   ``{launchId}`` with ``?manual=true``, or (current) ``{jobRunId}`` -> ``{id, ...}``
+``POST {P}/upload/session``                   ``{launchId}`` with ``?manual=true`` (current; ignored on 25.4, which
+                                              does not define it), or (current) ``{jobRunId}`` -> ``{id, ...}``
 ``POST {P}/upload/test-result``               ``{testSessionId, results:[<= max_chunk]}`` -> ``{results:[{id, uuid}]}``
-                                              (current) or ``{resultIds}`` in the order sent (25.4); the ``ALLURE_ID``
-                                              label maps to ``testCaseId``; 409 if the launch is closed
-``POST {P}/upload/test-result/{id}/attachment``  multipart ``file`` parts
-``POST {P}/testresult/attachment?testResultId``  multipart ``file`` parts, attached to the result
+                                              (current) or ``{resultIds}`` in the order sent (25.4, whose
+                                              description does not promise an order); the ``ALLURE_ID`` label
+                                              maps to ``testCaseId``; 409 if the launch is closed
+``POST {P}/upload/test-result/{id}/attachment``  multipart ``file`` parts -> 202, no content
+``POST {P}/testresult/attachment?testResultId``  multipart ``file`` parts, attached to the result -> rows with
+                                              ``entity`` (required by AttachmentRow)
 ``POST {P}/upload/stop``                      ``{projectId, jobUid, jobRunUid, status}``: finds the job by its external
                                               id and its run by uid (404 otherwise); the job run is finished
 ``GET {P}/testresult?launchId=``              page of *visible* results ``{id, projectId, launchId, testCaseId,
@@ -110,10 +113,12 @@ requests other than the token exchange.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import secrets
 import threading
@@ -124,6 +129,7 @@ from dataclasses import dataclass, field
 from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -134,6 +140,25 @@ STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
 FAULT_KINDS = ("status", "delay", "truncate", "oversize", "invalid_json", "duplicate", "drop", "headers",
                "drip")
 TOKEN_ROUTE = "/api/uaa/oauth/token"
+RECORD_VARIABLE = "TESTOPS_EVIDENCE_RECORD_REQUESTS"
+_RECORDINGS = itertools.count(1)
+
+
+def load_recorded(folder: Path) -> dict[str, list[LoggedRequest]]:
+    """Requests written by servers run with ``TESTOPS_EVIDENCE_RECORD_REQUESTS``, per generation."""
+    found: dict[str, list[LoggedRequest]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line:
+                continue
+            item = json.loads(line)
+            raw = base64.b64decode(item["raw"])
+            body = json.loads(raw) if raw and item["content-type"].startswith("application/json") else None
+            found.setdefault(item["generation"], []).append(LoggedRequest(
+                item["method"], item["path"], item["route"], item["prefix"], item["query"], body=body,
+                status=item["status"], endpoint=item["endpoint"], refused=item["refused"],
+                content_type=item["content-type"], raw=raw))
+    return found
 
 
 class HttpError(Exception):
@@ -180,6 +205,8 @@ class LoggedRequest:
     auth: str | None = None
     endpoint: str | None = None  # the conformance table's endpoint id
     refused: str | None = None  # why the conformance table refused the request
+    content_type: str = ""
+    raw: bytes = b""  # the body as sent (kept for the OpenAPI validation of recorded requests; never the token's)
 
 
     def param(self, name: str) -> str | None:
@@ -308,6 +335,8 @@ class TestOpsServer:
         *,
         token: str = "testops-test-token",  # noqa: S107 - a test server's fixed test credential
         jwt_expires_in: int = 3600,
+        jwt_announces_expiry: bool = True,
+        job_lookup_none: str = "404",
         visible_after_polls: int = 0,
         clock: Callable[[], float] = time.monotonic,
         prefixes: tuple[str, ...] = ("/api", "/api/rs"),
@@ -322,6 +351,14 @@ class TestOpsServer:
             raise ValueError(f"generation must be one of {conformance.GENERATIONS}")
         self.token = token
         self.jwt_expires_in = jwt_expires_in
+        # RFC 6749 §5.1 makes expires_in optional: False answers the exchange without it (the JWT still
+        # expires after jwt_expires_in seconds).
+        self.jwt_announces_expiry = jwt_announces_expiry
+        # What GET /job?externalId answers when no job has the id: 25.4.1 documents only a 200 (JobDto or a
+        # page), so both readings are served: "404", or "empty-page" (a page without content).
+        if job_lookup_none not in ("404", "empty-page"):
+            raise ValueError("job_lookup_none must be '404' or 'empty-page'")
+        self.job_lookup_none = job_lookup_none
         self.visible_after_polls = visible_after_polls
         self.clock = clock
         self.prefixes = prefixes
@@ -369,6 +406,21 @@ class TestOpsServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._record()
+
+    def _record(self) -> None:
+        """With ``TESTOPS_EVIDENCE_RECORD_REQUESTS`` set to a directory, write the requests this server got
+        there (one JSON line each) for tests/test_testops_openapi.py to validate against the description."""
+        folder = os.environ.get(RECORD_VARIABLE)
+        if not folder or not self.log:
+            return
+        lines = [json.dumps({"generation": self.generation, "method": e.method, "path": e.path, "route": e.route,
+                             "prefix": e.prefix, "query": e.query, "status": e.status, "endpoint": e.endpoint,
+                             "refused": e.refused, "content-type": e.content_type,
+                             "raw": base64.b64encode(e.raw).decode("ascii")})
+                 for e in self.log if e.path != TOKEN_ROUTE]
+        name = f"{self.generation}-{os.getpid()}-{id(self):x}-{next(_RECORDINGS)}.jsonl"
+        Path(folder, name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def __enter__(self) -> TestOpsServer:
         return self.start()
@@ -558,7 +610,8 @@ class TestOpsServer:
         prefix, route = self._route_of(path)
         request_id = handler.headers.get("X-Request-Id") or f"srv-{next(self._request_ids)}"
         entry = LoggedRequest(handler.command, path, route or path, prefix or "", query,
-                              body=None if path == TOKEN_ROUTE or body is _BAD_JSON else body)
+                              body=None if path == TOKEN_ROUTE or body is _BAD_JSON else body,
+                              content_type=ctype, raw=b"" if path == TOKEN_ROUTE else raw)
         with self.lock:
             self.log.append(entry)
             fault = self._take_fault(handler.command, entry.route)
@@ -626,6 +679,8 @@ class TestOpsServer:
         """The answer as the generation documents it: its status, and only the fields it lists."""
         status = endpoint.answer.get("status", response.status)
         shape = conformance.answer_shape(endpoint)
+        if endpoint.answer.get("or-page") and isinstance(response.payload, dict) and "content" in response.payload:
+            shape = {"type": "page", "items": shape}  # GET /job: JobDto, or a page of them (25.4.1 findAll_31)
         if status == 204 or shape is None:
             return _Response(status, None, response.headers)
         documented = conformance.project(shape, response.payload)
@@ -762,8 +817,11 @@ class TestOpsServer:
         jwt = "eyJ" + secrets.token_urlsafe(24)
         with self.lock:
             self._jwts[jwt] = self.clock() + self.jwt_expires_in
-        return _Response(200, {"access_token": jwt, "token_type": "bearer", "expires_in": self.jwt_expires_in,
-                               "scope": "openid", "jti": secrets.token_hex(8)})
+        answer = {"access_token": jwt, "token_type": "bearer", "expires_in": self.jwt_expires_in,
+                  "scope": "openid", "jti": secrets.token_hex(8)}
+        if not self.jwt_announces_expiry:
+            del answer["expires_in"]
+        return _Response(200, answer)
 
     # --- routes --------------------------------------------------------------------------------------
     _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
@@ -965,6 +1023,8 @@ class TestOpsServer:
         for job in self.jobs.values():
             if job["projectId"] == project and external is not None and job["externalId"] == external:
                 return 200, dict(job)
+        if self.job_lookup_none == "empty-page":
+            return 200, self._page([], r)
         raise HttpError(404, "job not found")
 
     def _r_get_job(self, _r: _Request, job_id: int) -> tuple[int, Any]:
@@ -1099,7 +1159,7 @@ class TestOpsServer:
 
     def _r_upload_session(self, r: _Request) -> tuple[int, Any]:
         body = r.object()
-        if body.get("launchId") is not None and r.param("manual") != "true":
+        if body.get("launchId") is not None and r.param("manual") != "true" and self.generation != "25.4":
             # The launch body is the manual session's (allure3 client: ?manual=true with {launchId}).
             raise HttpError(400, "a session for a launch needs manual=true")
         if body.get("jobRunId") is not None:
@@ -1196,7 +1256,11 @@ class TestOpsServer:
         for part in r.files():
             item = {"id": next(self._ids), **part}
             result["attachments"].append(item)
-            stored.append({"storageKey": f"tr/{result['id']}/{item['id']}", "missed": False, "fromTestCase": False})
+            # TestResultAttachmentRowDto: AttachmentRow's entity is required (its discriminator, mapped to no
+            # value in 25.4.1, so the schema's own name, OpenAPI's implicit value).
+            stored.append({"id": item["id"], "name": item["name"], "contentLength": item["contentLength"],
+                           "contentType": item["contentType"], "entity": "TestResultAttachmentRowDto",
+                           "storageKey": f"tr/{result['id']}/{item['id']}", "missed": False, "fromTestCase": False})
         return 200, stored
 
     def _r_upload_stop(self, r: _Request) -> tuple[int, Any]:

@@ -35,25 +35,53 @@ def chunks(items: list[Any], size: int = CHUNK_SIZE) -> Iterator[list[Any]]:
         yield items[start:start + size]
 
 
-def _step_dto(step: Mapping[str, Any]) -> dict[str, Any]:
-    start, stop = step.get("start"), step.get("stop")
-    dto: dict[str, Any] = {
-        "type": "body",
-        "body": step.get("name"),
-        "status": step.get("status"),
-        "start": start,
-        "stop": stop,
-        "duration": stop - start if isinstance(start, int) and isinstance(stop, int) else None,
-        "steps": [_step_dto(s) for s in step.get("steps", []) if isinstance(s, Mapping)],
-    }
-    details = step.get("statusDetails")
-    if isinstance(details, Mapping) and details.get("message"):
-        dto["message"] = details["message"]
-    return dto
+# UploadTestStatus of allure-testops-service 25.4.1 (report-service.json, components/schemas/UploadTestStatus):
+# the Java enum names, which a server binds exactly unless it was told to ignore case. Allure 3 sends the
+# lower-case names to newer servers, which therefore accept both (docs/testops.md, "What is sent").
+UPLOAD_STATUS = {"passed": "PASSED", "failed": "FAILED", "broken": "BROKEN", "skipped": "SKIPPED",
+                 "unknown": "UNKNOWN"}
+STEP_PATH_SEPARATOR = " > "  # a folded step's name: its parents' names, then its own
+
+
+def upload_status(status: Any) -> str:
+    """The ``UploadTestStatus`` of an Allure status; anything unknown is ``UNKNOWN`` (never a pass)."""
+    return UPLOAD_STATUS.get(status, "UNKNOWN") if isinstance(status, str) else "UNKNOWN"
+
+
+def _present(dto: dict[str, Any]) -> dict[str, Any]:
+    # An unset field is left out: the description types every field (string, integer, ...) and none as null.
+    return {key: value for key, value in dto.items() if value is not None}
+
+
+def _step_dtos(steps: Iterable[Any], parents: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """Allure steps as 25.4.1's ``UploadTestResultBodyStepDto`` rows, depth first and flat: the description's
+    step DTOs have no ``steps``, so a server of that generation would drop whatever is nested. Each nested
+    step (a trial's checks) becomes a step of its own named for its path (``trial 1 of 3 > tests pass``),
+    right after its parent, so nothing is lost and the order shows the tree."""
+    for step in steps:
+        if not isinstance(step, Mapping):
+            continue
+        start, stop = step.get("start"), step.get("stop")
+        name = str(step.get("name"))
+        dto: dict[str, Any] = {
+            "type": "body",
+            "body": STEP_PATH_SEPARATOR.join((*parents, name)),
+            "status": upload_status(step.get("status")),
+            "start": start,
+            "stop": stop,
+            "duration": stop - start if isinstance(start, int) and isinstance(stop, int) else None,
+        }
+        details = step.get("statusDetails")
+        if isinstance(details, Mapping) and details.get("message"):
+            dto["message"] = details["message"]
+        yield _present(dto)
+        yield from _step_dtos(step.get("steps") or (), (*parents, name))
 
 
 def result_dto(result: Mapping[str, Any]) -> dict[str, Any]:
-    """An Allure result file as TestOps' ``UploadTestResultDto`` (allure-testops.md §1.6).
+    """An Allure result file as TestOps' ``UploadTestResultDto`` (allure-testops.md §1.6), in the form
+    allure-testops-service 25.4.1 describes, which newer servers take too: upper-case statuses, flat steps,
+    no null fields.
 
     The per-result attachment is deliberately not listed: its content travels in the evidence bundle.
     """
@@ -67,7 +95,7 @@ def result_dto(result: Mapping[str, Any]) -> dict[str, Any]:
         "name": result.get("name"),
         "fullName": result.get("fullName"),
         "description": result.get("description"),
-        "status": result.get("status"),
+        "status": upload_status(result.get("status")),
         "start": start,
         "stop": stop,
         "duration": stop - start if isinstance(start, int) and isinstance(stop, int) else None,
@@ -77,12 +105,12 @@ def result_dto(result: Mapping[str, Any]) -> dict[str, Any]:
         "links": [dict(link) for link in result.get("links", [])],
         "parameters": [{"name": p.get("name"), "value": p.get("value"), "excluded": bool(p.get("excluded", False)),
                         "hidden": False, "masked": False} for p in result.get("parameters", [])],
-        "steps": [_step_dto(s) for s in result.get("steps", []) if isinstance(s, Mapping)],
+        "steps": list(_step_dtos(result.get("steps") or ())),
     }
     details = result.get("statusDetails")
     if isinstance(details, Mapping) and details.get("message"):
         dto["message"] = details["message"]
-    return dto
+    return _present(dto)
 
 
 def bundle_parts(receipt: Receipt, evidence: Iterable[tuple[Mapping[str, Any], bytes]],

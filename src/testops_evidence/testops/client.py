@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 API_PREFIXES = ("/api", "/api/rs")
 AUTH_STYLES = ("api-token", "jwt")
 TOKEN_PATH = "/api/uaa/oauth/token"  # noqa: S105 - a URL path, not a secret
+# The lifetime assumed for a JWT whose exchange answer gives no expires_in (optional in RFC 6749 §5.1): five
+# minutes, the access-token lifetime Spring Authorization Server defaults to. Too short costs an early
+# exchange; too long is caught by the one re-exchange a 401 triggers.
+JWT_DEFAULT_LIFETIME = 300
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRYABLE_STATUS = frozenset({408, 429})
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -644,10 +648,14 @@ class TestOpsClient:
         if not isinstance(token, str) or not token or any(c.isspace() for c in token):
             raise Refusal("testops.response_invalid", "the token exchange answer has no access_token",
                           field="access_token", expected="a JWT", actual="(missing)")
-        expires_in = body.get("expires_in")
+        # RFC 6749 §5.1: expires_in is RECOMMENDED, not required. Without it the JWT is taken to live
+        # JWT_DEFAULT_LIFETIME seconds (replaced early like any other, and a 401 exchanges again); a value
+        # that is present must be a positive number.
+        expires_in = body.get("expires_in", JWT_DEFAULT_LIFETIME)
         if isinstance(expires_in, bool) or not isinstance(expires_in, int | float) or expires_in <= 0:
-            raise Refusal("testops.response_invalid", "the token exchange answer has no positive expires_in",
-                          field="expires_in", expected="seconds > 0", actual=_short(repr(expires_in)))
+            raise Refusal("testops.response_invalid", "the token exchange answer's expires_in is not a positive "
+                          "number of seconds", field="expires_in", expected="seconds > 0, or absent",
+                          actual=_short(repr(expires_in)))
         if self._mask is not None:
             self._mask(token)
         self._secrets.append(token)

@@ -13,7 +13,6 @@ plan-update     ``plan-id``, ``name``, ``case-ids``, ``before-name``,     the pl
 launch          ``project-id``, ``name``                                  one launch of that name / none
 upload-chunk    ``launch-id``, ``results`` [{uuid, full-name,             every full name listed in the launch
                 test-case-id?}]                                           / none listed *and* progress ``ready``
-launch-close    ``launch-id``                                             the launch is closed / it is open
 ============== ========================================================= =====================================
 
 Every marker also carries ``endpoint`` and ``project-id`` (observation against another instance proves
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testops_evidence.testops import api
-from testops_evidence.testops.client import TestOpsClient, expect_object
+from testops_evidence.testops.client import TestOpsClient
 
 DONE, ABSENT, UNKNOWN = "done", "absent", "unknown"
 REPLAYABLE_METHODS = ("POST", "PATCH")
@@ -154,19 +153,10 @@ def _upload_chunk(client: TestOpsClient, marker: Mapping[str, Any]) -> Observati
     return Observation(UNKNOWN, f"{len(present)} of {len(expected)} results are in launch {launch_id}")
 
 
-def _launch_close(client: TestOpsClient, marker: Mapping[str, Any]) -> Observation:
-    launch_id = int(marker["launch-id"])
-    launch = expect_object(api.get_launch(client, launch_id), f"launch {launch_id}", ("closed",))
-    if launch["closed"] is True:
-        return Observation(DONE, f"launch {launch_id} is closed", {"launch-id": launch_id})
-    return Observation(ABSENT, f"launch {launch_id} is open", {"launch-id": launch_id})
-
-
 _OBSERVERS = {
     "case-update": _case_update,
     "plan-create": _plan_create,
     "plan-update": _plan_update,
     "launch": _launch,
     "upload-chunk": _upload_chunk,
-    "launch-close": _launch_close,
 }

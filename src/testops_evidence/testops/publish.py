@@ -4,11 +4,14 @@ table ``tests/data/testops-conformance.json`` for every request and answer per s
 1. ``upload/start`` attaches the upload to the selection's job run (by id) and launch, under the job and
    job-run uids ``select`` confirmed with TestOps; its answer must name the selection's job run, launch and
    job, and the job run must then carry the same uid, or nothing more is sent (``upload.binding``).
-2. ``upload/session`` opens a session for the launch (``{launchId, environment}`` with ``manual=true``: the
-   one form every server generation documents).
-3. The results go in chunks of 100. The answer to the first chunk shows what the server supports: current
-   servers map each uuid to its id (``{results: [{id, uuid}]}``) and take launch attachments; 25.4 servers
-   answer the ids alone, in the order sent (``{resultIds}``), and have no launch attachment endpoint.
+2. ``upload/session`` opens a session for the launch (``{launchId, environment}``, the one body every server
+   generation documents, with ``manual=true`` as Allure 3 sends it: undefined in 25.4.1, where Spring ignores
+   it, and sent to every server because the generation is not known before the first results' answer).
+3. The results, in the form 25.4.1 describes (upper-case statuses, flat steps), which newer servers take
+   too. The first chunk holds one result, and its answer shows what the server supports: current servers
+   map each uuid to its id (``{results: [{id, uuid}]}``) and take launch attachments, so the rest go in
+   chunks of 100; 25.4 servers answer the ids alone (``{resultIds}``, an array whose order 25.4.1 does not
+   promise) and have no launch attachment endpoint, so every result goes alone and its one id is its own.
 4. The evidence: one bundle as launch attachment(s) where the server has them; otherwise each result's own
    evidence document attached to that result (one request per result, said in the summary).
 5. ``upload/stop`` finishes the job run, named by the same uids as the start.
@@ -130,11 +133,16 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
     session_id = expect_id(session["id"], "session id")
     stages.done("upload-session", {"outcome": "sent", "session-id": session_id})
 
-    # 3. results, in chunks; the first answer's shape says what the server supports
+    # 3. results, in chunks; the first (of one result) shows what the server supports, and so the size of
+    # the rest: 100 where the answer maps uuids to ids, one where it holds the ids alone (25.4).
     result_ids: dict[str, int] = {}
     shape: str | None = None
-    batches = list(chunks(list(zip(rows, prepared.dtos, strict=True)), CHUNK_SIZE))
-    for number, batch in enumerate(batches, start=1):
+    pending = list(zip(rows, prepared.dtos, strict=True))
+    number = 0
+    while pending:
+        size = 1 if shape in (None, api.ONE_BY_ONE) else CHUNK_SIZE
+        batch, pending = pending[:size], pending[size:]
+        number += 1
         stage = f"upload-chunk-{number}"
         facts = {"launch-id": launch_id, "session-id": session_id,
                  "results": [{"uuid": row["uuid"], "full-name": row["full-name"],
@@ -148,8 +156,8 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
         shape = answered
         stages.done(stage, {"outcome": "sent", "result-ids": mapped})
         result_ids.update(mapped)
-        if number % 10 == 0 or number == len(batches):
-            log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} of {len(batches)} chunks)")
+        if number % 10 == 0 or not pending:
+            log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} chunks)")
     capabilities = api.capabilities_from(shape)
     log(f"TestOps answered the results {capabilities['result-ids']}: "
         + ("launch attachments" if capabilities["launch-attachment"] else "no launch attachments (25.4)"))
@@ -173,7 +181,7 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
         "launch-url": client.web_url("launch", launch_id), "job-run-id": job_run_id, "session-id": session_id,
         "job-uid": job_uid, "job-run-uid": run_uid,
         "receipt-sha256": receipt.sha256, "selection-sha256": receipt.document["selection-sha256"],
-        "uploaded-count": len(result_ids), "chunks": len(batches), "evidence": evidence,
+        "uploaded-count": len(result_ids), "chunks": number, "evidence": evidence,
         "counts": dict(counts), "requests": requests, "result-ids": result_ids,
         "requests-per-result": round(requests / max(1, len(rows)), 4),
         "capabilities": {**capabilities, "detected-from": "the answer to the first upload/test-result chunk"},
