@@ -20,8 +20,8 @@ from evidence_support import SENTINEL, TestOpsCampaign, cell, small_contract
 from helpers import FakeClock
 from servers import conformance
 from servers.testops_server import TestOpsServer
-from testops_evidence.evidence.publication import UPLOAD_STATUS, result_dto
 from testops_evidence.testops import observe
+from testops_evidence.testops.bundle import UPLOAD_STATUS, result_dto
 from testops_evidence.testops.client import JWT_DEFAULT_LIFETIME, TestOpsClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def test_t1_an_unknown_status_is_never_sent_as_a_pass() -> None:
 
 
 def verdict_result() -> dict[str, Any]:
-    """A case's verdict as the exporter writes it (evidence/allure.py): a step per trial, its checks nested."""
+    """A case's verdict as the exporter writes it (publication/allure.py): a step per trial, its checks nested."""
     def check(name: str, status: str, at: int) -> dict[str, Any]:
         return {"name": name, "status": status, "stage": "finished", "start": at, "stop": at + 1, "steps": [],
                 "attachments": [], "parameters": []}

@@ -235,7 +235,7 @@ def test_verify_re_reads_and_re_hashes_the_publication(tmp_path: Path, exported:
 def test_the_evidence_bundle_splits_into_bounded_parts_in_receipt_order(tmp_path: Path,
                                                                         exported: dict[str, str]) -> None:
     from testops_evidence.campaign.receipt import load_receipt
-    from testops_evidence.publication.files import bundle_name, bundle_parts
+    from testops_evidence.testops.bundle import bundle_name, bundle_parts
 
     receipt = load_receipt(tmp_path / "allure-results-receipt.json")
     evidence = [(row, (tmp_path / "allure-results" / row["attachment-file"]).read_bytes()) for row in receipt.results]

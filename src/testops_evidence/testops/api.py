@@ -72,7 +72,7 @@ def replay(client: TestOpsClient, recorded: Mapping[str, Any]) -> Any:
 
 def result_in_described_form(dto: Mapping[str, Any]) -> dict[str, Any]:
     """An upload DTO with UploadTestStatus names and flat steps (an older marker's DTO; a current one is unchanged)."""
-    from testops_evidence.evidence.publication import STEP_PATH_SEPARATOR, upload_status
+    from testops_evidence.testops.bundle import STEP_PATH_SEPARATOR, upload_status
 
     def status(value: Any) -> Any:
         return upload_status(value.lower()) if isinstance(value, str) else value
