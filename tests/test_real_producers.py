@@ -108,12 +108,12 @@ def test_a_marathon_report_named_with_a_hash_is_read(tmp_path: Path) -> None:
     """Marathon names each report `<class>#<test>.xml`: `#` is unusual, not unsafe. Before, the name alone was
     io.unsafe_path, from `cell --junit DIR` and for the whole export."""
     from testops_evidence.readers.adapters import FAILED
-    from testops_evidence.readers.adapters.layout import read_reports
+    from testops_evidence.readers.adapters.layout import read_case
 
     (tmp_path / MARATHON.name).write_bytes(MARATHON.read_bytes())
-    outcomes, inputs = read_reports(tmp_path)
-    assert [(o.name, o.status) for o in outcomes] == [("test_01", FAILED)]
-    assert [name for name, _ in inputs] == [MARATHON.name]
+    reports = read_case(tmp_path, "")
+    assert [(o.name, o.status) for o in reports.outcomes] == [("test_01", FAILED)]
+    assert [name for name, _ in reports.inputs] == [MARATHON.name]
 
 
 def test_export_reads_a_marathon_report_and_records_it_by_a_listed_name(tmp_path: Path) -> None:
@@ -226,10 +226,11 @@ def test_an_older_inspect_log_named_with_a_plus_is_read_with_the_usage_of_its_sa
     """inspect-ai 0.3.60 names its logs `<time>+00-00_<task>_<id>.eval` and writes sample summaries without
     model_usage; the sample records hold it. Before, the name was io.unsafe_path (from a directory) and every
     counter was unavailable."""
-    from testops_evidence.readers.adapters.layout import read_framework_logs
+    from testops_evidence.readers.adapters.layout import read_case
 
     (tmp_path / OLD_INSPECT.name).write_bytes(OLD_INSPECT.read_bytes())
-    runs, inputs = read_framework_logs(tmp_path, "", "inspect-log")
+    reports = read_case(tmp_path, "")
+    runs, inputs = reports.runs, reports.inputs
     assert [name for name, _ in inputs] == [OLD_INSPECT.name.replace("+", "_")]
     cell = framework_cell(CONTRACT.case("get-task-context"), runs, source_sha=HEAD_SHA, selection_sha256=DIGEST,
                           profile=PROFILE, inputs=inputs, fallback_time=1_764_000_000.0, origin="inspect-log")

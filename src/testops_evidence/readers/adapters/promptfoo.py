@@ -50,6 +50,7 @@ from testops_evidence.readers.adapters.frameworks import (
     time_ms,
 )
 from testops_evidence.readers.archive import MIB
+from testops_evidence.readers.integers import ascii_int
 
 TOOL = "promptfoo results"
 SUPPORTED_VERSIONS = (3,)
@@ -132,9 +133,12 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
 
 def _version(text: Any) -> tuple[int, int, int] | None:
     parts = text.split("-", 1)[0].split(".") if isinstance(text, str) else []
-    if len(parts) != 3 or not all(part.isdigit() and len(part) <= 9 for part in parts):
+    numbers = [ascii_int(part, maximum=999_999_999) for part in parts]
+    if len(numbers) != 3 or None in numbers:
         return None
-    return int(parts[0]), int(parts[1]), int(parts[2])
+    major, minor, patch = numbers
+    assert major is not None and minor is not None and patch is not None
+    return major, minor, patch
 
 
 def _unfinished(document: Mapping[str, Any], tests: set[int], version: Any) -> str | None:
