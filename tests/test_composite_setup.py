@@ -12,6 +12,7 @@ import http.server
 import io
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -168,12 +169,17 @@ needs_pypi = pytest.mark.skipif(not pypi_reachable(), reason="PyPI is not reacha
 def installed(python: str) -> set[str]:
     code = "import importlib.metadata as m; print('\\n'.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))"
     names = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    return {name.replace("_", "-") for name in names}
+    return {normalized(name) for name in names}
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``backports.zstd`` is ``backports-zstd``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def locked() -> set[str]:
     text = (ROOT / "requirements" / "runtime.txt").read_text()
-    return {line.split("==")[0].lower() for line in text.splitlines() if line and line[0].isalpha()}
+    return {normalized(line.split("==")[0]) for line in text.splitlines() if line and line[0].isalpha()}
 
 
 @needs_pypi
