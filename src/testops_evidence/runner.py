@@ -45,24 +45,30 @@ def uuid4_text(random: bytes) -> str:
 
 
 class PhaseResult:
-    """What a phase returns: the headline sentence, outputs, the summary body and the exit code."""
+    """What a phase returns: the headline sentence, outputs, the summary body and the exit code.
+
+    ``brief``: the step summary is one line (the headline) with the body folded into ``<details>`` — for the
+    steps a campaign repeats or that only confirm a binding (workers, upload), so the run page leads with the
+    campaign's verdict rather than with their digests."""
 
     def __init__(self, headline: str, outputs: dict[str, Any] | None = None, summary: str = "",
-                 exit_code: int = EXIT_OK) -> None:
+                 exit_code: int = EXIT_OK, *, brief: bool = False) -> None:
         self.headline = headline
         self.outputs: dict[str, Any] = {} if outputs is None else outputs
         self.summary = summary
         self.exit_code = exit_code
+        self.brief = brief
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PhaseResult) and (self.headline, self.outputs, self.summary, self.exit_code) == (
-            other.headline, other.outputs, other.summary, other.exit_code)
+        return isinstance(other, PhaseResult) and (self.headline, self.outputs, self.summary, self.exit_code,
+                                                   self.brief) == (other.headline, other.outputs, other.summary,
+                                                                   other.exit_code, other.brief)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return (f"PhaseResult(headline={self.headline!r}, outputs={self.outputs!r}, summary={self.summary!r}, "
-                f"exit_code={self.exit_code!r})")
+                f"exit_code={self.exit_code!r}, brief={self.brief!r})")
 
 
 class PhaseContext:
@@ -285,8 +291,12 @@ def run_phase(
             runtime.set_output(name, value)
     except Refusal as refusal:
         return report_refusal(mode, refusal, runtime, kept)
-    runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
-                    + result.summary)
+    if result.brief:
+        runtime.summary(summary.render("brief", mode=summary.code(mode), headline=summary.Markdown(result.headline),
+                                       details=summary.Markdown(result.summary.strip())))
+    else:
+        runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
+                        + result.summary)
     keep_summary(kept, mode, runtime)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):

@@ -208,7 +208,7 @@ def _run(ctx: PhaseContext) -> PhaseResult:
         },
         summary=export_summary.render(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
                          present, contract_row(ctx, contract), statistics),
-        exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED,
+        exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED, brief=True,
     )
 
 

@@ -131,7 +131,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     body = _previous_section(rerun, baseline, ctx.settings.string("compare-with")) + _summary(
         contract, outcome, plan, sizes, path, digest, catalog_target,
         (contract_row(ctx, contract), summary.code(compiled_target) if compiled_target is not None else "—"))
-    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
 
 
 # --- the run context ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.evidence.usage import COST, show
 from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.summaries import campaign
 
 PUBLICATION = "upload.json"
 DEPTHS = ("page", "detail")
@@ -65,19 +66,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                              f"{len(statement['subject'])} subjects)")),
             ("cost", show(COST, receipt.cost())),
             *((name, value) for name, value in facts.items() if not isinstance(value, dict | list))]
-    body: str = summary.table(("", ""), rows)
-    not_passed = [r for r in receipt.results if r["status"] != "passed"]
-    if not_passed:
-        body += "\n### Cases that did not pass (published as such)\n\n" + summary.table(
-            ("", "case", "status", "reason"),
-            [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
+    details: str = summary.table(("", ""), rows)
     statistics = receipt.document.get("statistics")
     if isinstance(statistics, dict):
-        body += stats.render(statistics)
+        details += stats.render(statistics)
     comparison = receipt.document.get("comparison")
     if isinstance(comparison, dict):
-        body += previous.render(comparison)
-        body += previous.render_trend(previous.trend_of(receipt.document))
+        details += previous.render(comparison)
+        details += previous.render_trend(previous.trend_of(receipt.document))
+    body = campaign.render(receipt.document, _links(receipt, publication), details=details)
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
                                                    "attestation-predicate-path": str(predicate_path), **cost,
@@ -110,3 +107,16 @@ def _publication(ctx: PhaseContext, receipt: Receipt) -> dict[str, Any]:
                       field="receipt-sha256", expected=receipt.sha256,
                       actual=publication.get("receipt-sha256") if isinstance(publication, dict) else None)
     return publication
+
+
+def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign.Links:
+    """The report (the TestOps launch or the files publication's HTML report) and the run's page; a local run
+    has no page on GitHub, so it links none."""
+    context = receipt.document["context"]
+    report = publication.get("report")
+    index = report.get("index") if isinstance(report, dict) and report.get("built") else None
+    url = publication.get("launch-url")
+    shown = url if isinstance(url, str) and url.startswith(("http://", "https://")) else index
+    run_url = context.get("run-url")
+    return campaign.Links(report=shown if isinstance(shown, str) else None,
+                          run=None if context.get("local") or not isinstance(run_url, str) else run_url)
