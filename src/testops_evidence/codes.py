@@ -595,5 +595,16 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Check that GITHUB_API_URL is the API the runner should use (GHES: https://HOST/api/v3) and that no "
               "proxy rewrites the Link header; the page was not followed, so re-run once the answer is fixed.",
               cause="A proxy or hostile server answering for GitHub with a Link header that points elsewhere."),
+        # The campaign's result where GitHub users look (verify: check-run, pr-comment; github_checks.py).
+        _spec("github.check_run_denied", _R, "GitHub refused the check run (403 or 404): the token lacks `checks: write`",
+              "Grant `checks: write` to the job that runs verify (the campaign template's publish job; and to the "
+              "calling job of a reusable workflow), or set `check-run: false`.",
+              cause="`check-run: true` with a token whose permissions do not include `checks: write`."),
+        _spec("github.pr_comment_denied", _R, "GitHub refused the pull-request comment (403 or 404): the token "
+              "lacks `pull-requests: write`",
+              "Grant `pull-requests: write` to the job that runs verify (and to the calling job of a reusable "
+              "workflow), or set `pr-comment: false`. A pull request from a fork gets a read-only token: no comment "
+              "can be written from its run.",
+              cause="`pr-comment: true` with a read-only token, e.g. a `pull_request` run from a fork."),
     ]
 )

@@ -16,14 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import __version__, summary, trust
+from testops_evidence import __version__, github_checks, summary, trust
 from testops_evidence.backends import VerifyOptions
-from testops_evidence.context import job_context
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.context import job_context, read_event
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal, input_error
 from testops_evidence.evidence import attestation, previous, stats
 from testops_evidence.evidence.compiled import contract_row
 from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.evidence.usage import COST, show
+from testops_evidence.github_run import request_policy
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.summaries import campaign
 
@@ -74,7 +75,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if isinstance(comparison, dict):
         details += previous.render(comparison)
         details += previous.render_trend(previous.trend_of(receipt.document))
-    body = campaign.render(receipt.document, _links(receipt, publication), details=details)
+    body: str = campaign.render(receipt.document, _links(receipt, publication), details=details)
+    posted = _post(ctx, receipt, campaign.render(receipt.document, _links(receipt, publication)))
+    if posted:
+        body += "\n" + summary.table(("posted", "where"), posted)
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
                                                    "attestation-predicate-path": str(predicate_path), **cost,
@@ -120,3 +124,45 @@ def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign.Links:
     run_url = context.get("run-url")
     return campaign.Links(report=shown if isinstance(shown, str) else None,
                           run=None if context.get("local") or not isinstance(run_url, str) else run_url)
+
+
+def _post(ctx: PhaseContext, receipt: Receipt, text: str) -> list[tuple[str, summary.Markdown]]:
+    """With ``check-run``: the summary as a completed check run on the tested commit, one annotation per case
+    that did not pass. With ``pr-comment``, in a pull request's run: the campaign's one comment on it, updated.
+    A local run has no GitHub to post to: a notice says so."""
+    wanted = [name for name in ("check-run", "pr-comment") if ctx.settings.boolean(name)]
+    if not wanted:
+        return []
+    context = receipt.document["context"]
+    if context.get("local"):
+        ctx.runtime.annotate("notice", f"{' and '.join(wanted)}: a local run has no GitHub page to post to")
+        return []
+    token = ctx.github_token()
+    if not token:
+        raise input_error("github-token", f"{wanted[0]} needs a GitHub token (input github-token, default "
+                          "${{ github.token }})", expected="a token", actual=None)
+    api_url = (ctx.env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
+    policy = request_policy(ctx.env, ctx.sleep)
+    repository = str(context["repository"])
+    verdict = campaign.verdict_of(receipt.document)
+    posted: list[tuple[str, summary.Markdown]] = []
+    if "check-run" in wanted:
+        contract_path = str(ctx.settings.path("contract") or ".github/testops-evidence.yml")
+        with ctx.runtime.group(f"check run on {context['head-sha']}"):
+            check = github_checks.create_check_run(
+                api_url, token, repository, str(context["head-sha"]), title=verdict.sentence(), summary=text,
+                conclusion=verdict.conclusion, annotations=campaign.case_annotations(receipt.document, contract_path),
+                details_url=str(context.get("run-url") or ""), policy=policy)
+        posted.append(("check run", summary.link(f"#{check.id}", check.url)))
+    if "pr-comment" in wanted:
+        number = github_checks.pull_request_number(read_event(ctx.env))
+        if number is None:
+            ctx.runtime.annotate("notice", "pr-comment: this run is not for a pull request; no comment was written")
+        else:
+            tag = github_checks.marker(str(receipt.document["campaign"]))
+            with ctx.runtime.group(f"comment on pull request #{number}"):
+                comment = github_checks.upsert_pr_comment(api_url, token, repository, number, body=text, tag=tag,
+                                                          policy=policy)
+            posted.append(("pull-request comment", summary.Markdown(
+                summary.link(f"#{number}", comment.url) + (" (updated)" if comment.updated else " (new)"))))
+    return posted
