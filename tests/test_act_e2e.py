@@ -373,9 +373,10 @@ def read_json_log(stdout: str) -> tuple[str, dict[str, list[str]]]:
             # act reports a composite action's summary twice: for the inner step (stepID [n, m]) and
             # again for the composite step itself (stepID [n]); the latter is what GitHub shows.
             content = str(record.get("content", ""))
-            mode = re.search(r"^(?:## testops-evidence · `([a-z-]+)`|### ⛔ `([a-z-]+)` refused)", content,
-                             flags=re.MULTILINE)
-            key = f"{record.get('jobID')}-{(mode.group(1) or mode.group(2)) if mode else 'other'}"
+            # A phase's heading, a one-line step's bold lead (PhaseResult.brief) or a refusal's heading.
+            mode = re.search(r"^(?:## testops-evidence · `([a-z-]+)`|\*\*testops-evidence · `([a-z-]+)`\*\*"
+                             r"|### ⛔ `([a-z-]+)` refused)", content, flags=re.MULTILINE)
+            key = f"{record.get('jobID')}-{next(g for g in mode.groups() if g) if mode else 'other'}"
             summaries.setdefault(key, []).append(content)
     return "\n".join(lines), summaries
 

@@ -79,3 +79,20 @@ def test_one_annotation_per_case_that_did_not_pass() -> None:
     assert [(a["title"], a["annotation_level"]) for a in found] == [
         ("failed: bad-0", "failure"), ("failed: bad-1", "failure"), ("broken: broke-0", "warning")]
     assert all(a["path"] == ".github/testops-evidence.yml" and a["start_line"] == 1 for a in found)
+
+
+def test_the_badge_is_coloured_by_the_verdict_and_its_text_escaped() -> None:
+    import xml.etree.ElementTree as ET
+
+    from testops_evidence.summaries import badge
+
+    assert badge.colour({"total": 3, "passed": 3, "failed": 0, "broken": 0}) == badge.GREEN
+    assert badge.colour({"total": 3, "passed": 1, "failed": 1, "broken": 1}) == badge.RED
+    assert badge.colour({"total": 3, "passed": 2, "failed": 0, "broken": 1}) == badge.ORANGE
+    assert badge.colour({"total": 0, "passed": 0, "failed": 0, "broken": 0}) == badge.GREY
+    drawn = badge.svg(receipt(), label='<script>alert("x")</script> & "q"')
+    root = ET.fromstring(drawn)  # well-formed XML: every text escaped
+    assert "<script>" not in drawn.decode() and not list(root.iter("{http://www.w3.org/2000/svg}script"))
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert texts == ['<script>alert("x")</script> & "q"', "1/3 passed, 1 failed, 1 broken"]
+    assert f'fill="{badge.RED}"' in drawn.decode()

@@ -68,6 +68,17 @@ def test_template_is_reusable_and_least_privilege(name: str) -> None:
             assert permissions == {"id-token": "write", "attestations": "write"}
             assert job["if"].startswith("${{ inputs.attest && !inputs.local && ")
             continue
+        if (name, job_id) == ("campaign.yml", "publish"):
+            # verify's check run and pull-request comment (check-run, pr-comment): GitHub's own objects, never
+            # the repository's contents; verify writes them only when its input asks.
+            assert permissions == {"contents": "read", "actions": "read", "checks": "write",
+                                   "pull-requests": "write"}
+            verify = next(s for s in our_steps(job) if s["with"]["mode"] == "verify")
+            assert (verify["with"]["check-run"], verify["with"]["pr-comment"]) == (
+                "${{ inputs.check-run }}", "${{ inputs.pr-comment }}")
+            assert workflow["on"]["workflow_call"]["inputs"]["check-run"]["default"] is False
+            assert workflow["on"]["workflow_call"]["inputs"]["pr-comment"]["default"] is False
+            permissions = {k: v for k, v in permissions.items() if k not in ("checks", "pull-requests")}
         assert set(permissions.values()) <= {"read"}, f"{job_id}: writes {permissions}"
         assert set(permissions) <= {"contents", "actions"}, f"{job_id}: {sorted(permissions)}"
         group = job.get("concurrency", {}).get("group", "")
