@@ -8,7 +8,7 @@ Over a grid of designs — cases 50, 200, 500, 2,000; trials per case 1, 3, 5, 1
 campaign C of an agent whose every case's pass rate moved by the minimal detectable change that A's power
 line promises (down above a rate of 0.5, up below). Printed, per trial count and in all:
 
-* **false flags** (evidence/stats.py): the share of A-B comparisons with any per-case flag. Every case is
+* **false flags** (campaign/stats.py): the share of A-B comparisons with any per-case flag. Every case is
   unchanged, so any flag is a false discovery: this share is the false discovery rate, which
   Benjamini-Hochberg keeps at or below q = 0.05;
 * **FDR with real changes**: a campaign D where a tenth of the cases really changed (their rate moved by 0.4
@@ -17,7 +17,7 @@ line promises (down above a rate of 0.5, up below). Printed, per trial count and
 * **coverage**: the share of campaigns A whose 95% interval of the campaign pass rate holds the true rate,
   and of A-B comparisons whose interval of the paired difference holds 0 (target 94-96%);
 * **detection**: the share of A-C comparisons whose verdict is the planted direction (target 80% +- 5);
-* **today** (evidence/previous.newcombe, the comparison before issue 25, run on the same campaigns): cases
+* **today** (campaign/previous.newcombe, the comparison before issue 25, run on the same campaigns): cases
   flagged "pass rate changed beyond noise" per comparison, regressions per comparison (those plus the
   verdicts that went from passed to not passed under the verdict policy ``all``), and the share of
   comparisons with any regression.
@@ -40,9 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from testops_evidence.evidence import stats  # noqa: E402
-from testops_evidence.evidence.previous import newcombe  # noqa: E402
-from testops_evidence.evidence.stats import CaseRate  # noqa: E402
+from testops_evidence.campaign import stats  # noqa: E402
+from testops_evidence.campaign.previous import newcombe  # noqa: E402
+from testops_evidence.campaign.stats import CaseRate  # noqa: E402
 
 CASES = (50, 200, 500, 2_000)
 TRIALS = (1, 3, 5, 10)

@@ -11,7 +11,7 @@ branches, each in a git repository of its own:
   every report in a directory named by the run, the newest ``keep`` kept (their default: 20), the history
   copied to ``last-history/``, an ``index.html`` redirect, and one commit per run on top of the branch (the
   default of peaceiris/actions-gh-pages, which both document for the push);
-* ``ours, squash`` — ``testops-evidence pages`` (evidence/site.py) with ``pages-history: squash``, the
+* ``ours, squash`` — ``testops-evidence pages`` (publication/site.py) with ``pages-history: squash``, the
   template's default: one parentless commit of the kept reports replaces the branch;
 * ``ours, keep`` — the same with ``pages-history: keep``: one commit per report.
 
@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from testops_evidence.evidence import report as report_tool  # noqa: E402
-from testops_evidence.evidence import site  # noqa: E402
+from testops_evidence.publication import report as report_tool  # noqa: E402
+from testops_evidence.publication import site  # noqa: E402
 
 STATUSES = ("passed", "passed", "passed", "failed", "broken")
 

@@ -270,9 +270,9 @@ EXPORT_STAGES = (
     ("testops_evidence.phases.export", "validate_against", "bind the selection to the contract and run"),
     ("testops_evidence.phases.export", "collect_cells", "read the 10,000 cell files"),
     ("testops_evidence.phases.export", "admit", "parse (strict), validate and bind every cell"),
-    ("testops_evidence.evidence.usage", "account", "usage accounts"),
-    ("testops_evidence.evidence.allure", "result_document", "build the Allure results"),
-    ("testops_evidence.evidence.allure", "evidence_document", "build the evidence documents"),
+    ("testops_evidence.campaign.usage", "account", "usage accounts"),
+    ("testops_evidence.publication.allure", "result_document", "build the Allure results"),
+    ("testops_evidence.publication.allure", "evidence_document", "build the evidence documents"),
     ("testops_evidence.phases.export", "canonical_json", "canonical JSON of every document (json.dumps)"),
     ("testops_evidence.phases.export", "write_new", "create and write the 20,002 files"),
     ("testops_evidence.phases.export", "receipt_from_bytes", "check the receipt as upload will"),
@@ -574,9 +574,9 @@ def startup_fixture(work: Path, cases: int | None = None) -> tuple[dict[str, str
     cases): its YAML contract, a selection select wrote for it, the runner's variables, and the action's own
     launcher (``python -I entrypoint.py``, as the Docker image and the composite variant start it)."""
     from evidence_support import actions_env
+    from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
     from testops_evidence.context import env_context
     from testops_evidence.contract import load_contract
-    from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
     from testops_evidence.safeio import sha256_bytes
 
     env = actions_env()

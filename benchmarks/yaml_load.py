@@ -78,7 +78,7 @@ def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, int, int]:
 
 def bench_yaml(cfg: Any) -> list[Figure]:
     from test_selection_support import big_document, github_with_run, select_job_env
-    from testops_evidence import yamlread
+    from testops_evidence.readers import yamlread
 
     smoke = getattr(cfg, "smoke", False)
     repeat = 1 if smoke else (3 if getattr(cfg, "quick", False) else 5)
@@ -187,7 +187,7 @@ _LATER_PHASE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == "compiled":
-    from testops_evidence.evidence.compiled import load_compiled
+    from testops_evidence.campaign.compiled import load_compiled
     contract, why = load_compiled(sys.argv[3], sys.argv[4], sys.argv[5])
     if contract is None:
         raise SystemExit(why)
@@ -202,10 +202,10 @@ def later_phase_contract(work: Path, document: Any, text: str, repeat: int) -> F
     wrote (selection, contract file and compiled file hashed, strict JSON, schema and rules) against the
     YAML parse it replaces (the schema and rules too), as whole processes, medians of pairwise ratios."""
     from evidence_support import actions_env
+    from testops_evidence.campaign.compiled import compiled_bytes, compiled_path, load_compiled
+    from testops_evidence.campaign.selection import build_selection, selection_bytes
     from testops_evidence.context import env_context
     from testops_evidence.contract import load_contract
-    from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, load_compiled
-    from testops_evidence.evidence.selection import build_selection, selection_bytes
 
     contract_path, json_path = work / "later-contract.yml", work / "later-contract.json"
     contract_path.write_text(text, encoding="utf-8")

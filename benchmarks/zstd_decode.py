@@ -8,7 +8,7 @@ Also run by ``benchmarks/run.py --only zstd``. Every figure is a whole process (
 exit, peak memory the child's ``ru_maxrss``):
 
 * decoding an Inspect-like JSON stream (sample summaries, compressed by libzstd level 3 without a content
-  size, as Inspect writes its entries) with ``testops_evidence.evidence.zstd`` against the reference
+  size, as Inspect writes its entries) with ``testops_evidence.readers.zstd`` against the reference
   implementation: libzstd through the ``zstandard`` package of the producers' virtualenv (a test-only
   tool, never a runtime dependency) — reported as a ratio and MiB/s; skipped without that virtualenv;
 * ``cell --inspect-log`` on hostile archives an agent could leave for the export: a decompression bomb
@@ -38,7 +38,7 @@ from yaml_load import run_child  # noqa: E402
 COMMAND = [sys.executable, "-I", str(ROOT / "bin" / "testops-evidence")]
 PRODUCERS = ROOT / ".tools" / "producers" / "bin" / "python"
 MIB = 1024 * 1024
-OURS = ("import sys; sys.path.insert(0, sys.argv[2]); from testops_evidence.evidence.zstd import decompress; "
+OURS = ("import sys; sys.path.insert(0, sys.argv[2]); from testops_evidence.readers.zstd import decompress; "
         "data = open(sys.argv[1], 'rb').read(); assert len(decompress(data, 1 << 30)) == int(sys.argv[3])")
 REFERENCE = ("import sys, zstandard; data = open(sys.argv[1], 'rb').read(); "
              "out = zstandard.ZstdDecompressor().decompressobj().decompress(data); assert len(out) == int(sys.argv[3])")

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from testops_evidence.campaign.selection import TestOpsBinding, build_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import Contract, contract_from_document, load_contract
-from testops_evidence.evidence.selection import TestOpsBinding, build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent

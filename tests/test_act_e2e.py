@@ -52,7 +52,7 @@ import pytest
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence import __version__
-from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
+from testops_evidence.campaign.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
 pytestmark = pytest.mark.act
 

@@ -16,10 +16,10 @@ from evidence_support import HEAD_SHA, actions_env, small_contract, write_contra
 from helpers import run_mode
 from testops_evidence.contract import contract_from_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import PASSED, build_cell
-from testops_evidence.evidence.adapters.allure_results import parse_result, parse_results
-from testops_evidence.evidence.adapters.junit import parse_junit
-from testops_evidence.evidence.adapters.layout import read_reports, walk
+from testops_evidence.readers.adapters import PASSED, build_cell
+from testops_evidence.readers.adapters.allure_results import parse_result, parse_results
+from testops_evidence.readers.adapters.junit import parse_junit
+from testops_evidence.readers.adapters.layout import read_reports, walk
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA / "junit"

@@ -21,12 +21,12 @@ from evidence_support import HEAD_SHA, example_contract
 from framework_support import CORPUS
 from testops_evidence.contract import contract_from_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import Outcome, build_cell
-from testops_evidence.evidence.adapters.allure_results import parse_results
-from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
-from testops_evidence.evidence.adapters.inspect_log import read_log, to_run
-from testops_evidence.evidence.adapters.junit import parse_junit
-from testops_evidence.evidence.adapters.promptfoo import read_results
+from testops_evidence.readers.adapters import Outcome, build_cell
+from testops_evidence.readers.adapters.allure_results import parse_results
+from testops_evidence.readers.adapters.frameworks import FrameworkRun, framework_cell
+from testops_evidence.readers.adapters.inspect_log import read_log, to_run
+from testops_evidence.readers.adapters.junit import parse_junit
+from testops_evidence.readers.adapters.promptfoo import read_results
 
 DATA = Path(__file__).resolve().parent / "data"
 CONTRACT = example_contract()

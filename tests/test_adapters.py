@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidence_support import HEAD_SHA, run_pytest, small_contract
+from testops_evidence.campaign.cells import Binding, CellFile, adapted_cell, admit, verdict
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome, build_cell, map_check
-from testops_evidence.evidence.adapters.allure_results import parse_result, parse_results
-from testops_evidence.evidence.adapters.junit import MAX_DEPTH, parse_junit
-from testops_evidence.evidence.adapters.layout import adapt_reports, collect_cells, read_reports
-from testops_evidence.evidence.cells import Binding, CellFile, adapted_cell, admit, verdict
+from testops_evidence.readers.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome, build_cell, map_check
+from testops_evidence.readers.adapters.allure_results import parse_result, parse_results
+from testops_evidence.readers.adapters.junit import MAX_DEPTH, parse_junit
+from testops_evidence.readers.adapters.layout import adapt_reports, collect_cells, read_reports
 
 CONTRACT = small_contract()
 PROFILE = dict(CONTRACT.profile)

@@ -24,7 +24,7 @@ from evidence_support import (
     write_contract,
 )
 from helpers import FakeClock, left_out, run_mode
-from testops_evidence.evidence.receipt import load_receipt
+from testops_evidence.campaign.receipt import load_receipt
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 

@@ -63,3 +63,52 @@ def test_phases_never_branch_on_a_backend_name() -> None:
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
                  if pattern.search(line)]
     assert offenders == []
+
+
+ARCHITECTURE = SRC.parent.parent / "docs" / "architecture.md"
+
+
+def module_map() -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("## Module map", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def mapped_names(block: str, root: Path = SRC) -> set[str]:
+    """Every module the map names. A folder line (``campaign/``) opens a folder for the lines indented below
+    it; a name is resolved in the innermost open folder that holds it (the map's tree shows dependencies, so
+    ``backends/`` below ``phases/`` is still a top-level folder). A name found nowhere is kept as written in
+    the innermost folder, so a stale entry shows."""
+    names: set[str] = set()
+    folders: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        body = line.lstrip(" │├└─")
+        if not body.strip():
+            continue
+        indent = len(line) - len(body)
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        head = body.split("  ", 1)[0]
+        for token in re.findall(r"[\w/]+\.py|\w+/(?!\S)", head):
+            candidates = [folder + token for _, folder in reversed(folders)] + [token]
+            found = next((name for name in candidates if (root / name.rstrip("/")).exists()), candidates[0])
+            if token.endswith("/"):
+                folders.append((indent, found))
+            else:
+                names.add(found)
+    return names
+
+
+def test_the_module_map_names_every_module_and_nothing_else() -> None:
+    modules = {str(path.relative_to(SRC)) for path in sources()
+               if path.name != "__init__.py" or len(path.read_text(encoding="utf-8").splitlines()) > 3}
+    named = mapped_names(module_map())
+    named = {name for name in named if not name.startswith(("bin/", "<"))} - {"entrypoint.py (root)"}
+    assert sorted(modules - named) == [], "modules missing from docs/architecture.md's map"
+    assert sorted(name for name in named if not (SRC / name).exists() and name != "entrypoint.py") == []
+
+
+def test_the_module_map_reader_sees_folders() -> None:
+    block = ("phases/   docs\n  select.py   x\n  ├─ campaign/   y\n  │    cells.py   z\n  │    gone.py   z\n"
+             "runner.py  w\n")
+    assert mapped_names(block) == {"phases/select.py", "campaign/cells.py", "campaign/gone.py", "runner.py"}

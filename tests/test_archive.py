@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from import_builders import make_zip, symlink_entry
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.archive import ArchiveLimits, check_name, extract_zip
+from testops_evidence.readers.archive import ArchiveLimits, check_name, extract_zip
 
 SMALL = ArchiveLimits(max_entries=20, max_entry_bytes=64 * 1024, max_total_bytes=256 * 1024, max_ratio=50,
                       ratio_floor=16 * 1024, max_directory_bytes=64 * 1024)

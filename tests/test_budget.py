@@ -10,11 +10,11 @@ import pytest
 
 from evidence_support import cell
 from test_trials import case_row, contract_of, export_run, trial_cell, trials_document
+from testops_evidence.campaign.cells import USAGE_ALLOWED
+from testops_evidence.campaign.matrix import plan_matrices
+from testops_evidence.campaign.receipt import load_receipt
 from testops_evidence.contract import load_schema
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.cells import USAGE_ALLOWED
-from testops_evidence.evidence.matrix import plan_matrices
-from testops_evidence.evidence.receipt import load_receipt
 
 
 def budgeted(budget: dict[str, Any], **trials: dict[str, Any]) -> dict[str, Any]:

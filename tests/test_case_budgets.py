@@ -14,7 +14,7 @@ import pytest
 from evidence_support import bound_to, cell, small_contract
 from test_export import export, prepare, worker_artifacts
 from testops_evidence import safeio
-from testops_evidence.evidence.adapters import layout
+from testops_evidence.readers.adapters import layout
 
 CONTRACT = small_contract()
 MIB = 1024 * 1024

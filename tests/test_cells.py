@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evidence_support import HEAD_SHA, OTHER_SHA, bound_to, cell, small_contract
-from testops_evidence.errors import Refusal
-from testops_evidence.evidence.cells import (
+from testops_evidence.campaign.cells import (
     USAGE_ALLOWED,
     Binding,
     BoundCell,
@@ -22,6 +21,7 @@ from testops_evidence.evidence.cells import (
     load_cell,
     verdict,
 )
+from testops_evidence.errors import Refusal
 
 CONTRACT = small_contract()
 CASES = list(CONTRACT.cases)
@@ -32,7 +32,7 @@ OTHER_SELECTION = "0bad" + "1" * 60
 
 def admit(files: list[CellFile], binding: Binding) -> dict[str, BoundCell]:
     """cells.admit for cases measured once: what each case's (only) trial came to, by case key."""
-    from testops_evidence.evidence.cells import admit as admit_units
+    from testops_evidence.campaign.cells import admit as admit_units
 
     bound = admit_units(files, binding)
     assert all(trial == 1 for _key, trial in bound)
@@ -371,7 +371,7 @@ def test_cells_of_the_selections_attempt_and_under_any_of_earlier_ones_are_bound
 def test_a_cells_times_and_usage_are_read_once_and_kept_like_a_cached_property() -> None:
     import functools
 
-    from testops_evidence.evidence.cells import CellResult, once
+    from testops_evidence.campaign.cells import CellResult, once
 
     document = cell(small_contract(), "get-task-context")
     result = CellResult(document, "0" * 64, "source.json")

@@ -10,7 +10,7 @@ import pytest
 
 from evidence_support import HEAD_SHA, SENTINEL, actions_env, make_selection, run_pytest, small_contract, write_contract
 from helpers import run_mode
-from testops_evidence.evidence.cells import cell_from_bytes
+from testops_evidence.campaign.cells import cell_from_bytes
 
 CONTRACT = small_contract()
 

@@ -159,7 +159,7 @@ def test_a_contract_with_16000_actors_is_refused_without_comparing_every_pair(
     # 300 s: uniqueItems compared every pair. The work is counted, not timed: no pairwise equality at all.
     from jsonschema import _utils
 
-    from testops_evidence import schemacheck
+    from testops_evidence.readers import schemacheck
 
     calls = {"ours": 0, "jsonschema": 0}
 

@@ -23,8 +23,8 @@ from evidence_support import (
 )
 from helpers import PhaseRun, run_mode
 from servers.github_server import GitHubServer, evaluate_step_name
-from testops_evidence.evidence.matrix import plan_matrices
-from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
+from testops_evidence.campaign.matrix import plan_matrices
+from testops_evidence.campaign.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
 TOKEN = "ghs_collectCellsTestToken0123456789"
 CONTRACT = small_contract()

@@ -11,7 +11,7 @@ from pathlib import Path
 from evidence_support import actions_env, cell, make_selection, small_contract, write_cells, write_contract
 from helpers import run_mode
 from testops_evidence import collector
-from testops_evidence.evidence.cells import Binding, CellFile, admit
+from testops_evidence.campaign.cells import Binding, CellFile, admit
 
 CONTRACT = small_contract(cases=3)
 

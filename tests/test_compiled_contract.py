@@ -1,4 +1,4 @@
-"""The compiled contract (evidence/compiled.py): a YAML contract is parsed once per campaign, by select.
+"""The compiled contract (campaign/compiled.py): a YAML contract is parsed once per campaign, by select.
 
 Later phases build the contract from the compiled form select wrote beside the selection only when every
 digest binds it; each attack below leaves the phase exactly as it is without the compiled form (same exit
@@ -23,8 +23,8 @@ import pytest
 from evidence_support import EXAMPLE_CONTRACT, actions_env, cell, make_selection, uuid_factory, write_cells
 from helpers import FakeClock, PhaseRun, run_mode
 from test_startup_imports import DRIVER  # runs a script as `python -I` would and lists the modules it loaded
+from testops_evidence.campaign.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
 from testops_evidence.contract import load_contract
-from testops_evidence.evidence.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
 from testops_evidence.safeio import canonical_json, sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,8 +227,8 @@ def test_later_phases_never_load_the_yaml_reader_when_the_compiled_form_binds(
     # Without it, the same phases parse the YAML (so the check below can fail).
     slow = published_modules(parsed, digest)
     assert [status for status, _ in fast] == [status for status, _ in slow] == [1, 0, 1]  # a case failed
-    assert [m for _, modules in fast for m in modules if m == "testops_evidence.yamlread"] == []
-    assert all("testops_evidence.yamlread" in modules for _, modules in slow)
+    assert [m for _, modules in fast for m in modules if m == "testops_evidence.readers.yamlread"] == []
+    assert all("testops_evidence.readers.yamlread" in modules for _, modules in slow)
     assert contract_rows(compiled) == ["| contract | compiled by select, bound by digest |"] * 3
 
 
@@ -534,7 +534,7 @@ def test_a_compiled_form_over_the_cap_is_never_written(tmp_path: Path, monkeypat
     # (a repeated guard would otherwise be refused for its own file), and select parses, as for any unusable
     # compiled form. The YAML reader's budgets now keep any contract under the 4 MiB file cap below it (aliases
     # repeat at most 4 Mi characters; JSON at most doubles a character), so the cap is lowered to this contract.
-    from testops_evidence.evidence import compiled
+    from testops_evidence.campaign import compiled
 
     text = EXAMPLE_CONTRACT.read_text()
     size = len(json.dumps(yaml_document(text), ensure_ascii=False, separators=(",", ":")).encode()) + 1
@@ -558,7 +558,7 @@ def test_a_compiled_form_over_the_cap_is_never_written(tmp_path: Path, monkeypat
 
 
 def yaml_document(text: str) -> Any:
-    from testops_evidence import yamlread
+    from testops_evidence.readers import yamlread
 
     value, problems = yamlread.read(text, limit=1)
     assert not problems
@@ -587,8 +587,8 @@ def test_select_with_guard_sha256_never_loads_the_yaml_reader(tmp_path: Path, mo
     fast = started(given, "select", **{"guard-sha256": digest})
     slow = started(plain, "select")  # so the check below can fail
     assert fast[0] == slow[0] == 0
-    assert "testops_evidence.yamlread" not in fast[1]
-    assert "testops_evidence.yamlread" in slow[1]
+    assert "testops_evidence.readers.yamlread" not in fast[1]
+    assert "testops_evidence.readers.yamlread" in slow[1]
 
 
 def _forged_receipt(directory: Path) -> None:

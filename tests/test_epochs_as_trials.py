@@ -11,8 +11,8 @@ from pathlib import Path
 from evidence_support import actions_env, example_contract, make_selection, uuid_factory, write_contract
 from framework_support import CORPUS
 from helpers import run_mode
+from testops_evidence.campaign.receipt import load_receipt
 from testops_evidence.contract import Contract, contract_from_document
-from testops_evidence.evidence.receipt import load_receipt
 
 LOG = sorted(CORPUS.glob("inspect-ai-*"))[-1] / "campaign.eval"
 DIGEST = "5e" * 32

@@ -28,8 +28,8 @@ from evidence_support import (
     write_contract,
 )
 from helpers import FakeClock, PhaseRun, run_mode
-from testops_evidence.evidence.allure import derive_history_id, derive_test_case_id
-from testops_evidence.evidence.receipt import load_receipt
+from testops_evidence.campaign.receipt import load_receipt
+from testops_evidence.publication.allure import derive_history_id, derive_test_case_id
 from testops_evidence.safeio import canonical_json, pretty_json
 
 CONTRACT = small_contract()
@@ -305,7 +305,7 @@ def test_golden_results_and_summary(tmp_path: Path) -> None:
     ("emoji 🤖", "emoji \\ud83e\\udd16"),
 ])
 def test_environment_properties_are_escaped_as_java_properties(value: str, escaped: str) -> None:
-    from testops_evidence.evidence.allure import escape_property
+    from testops_evidence.publication.allure import escape_property
 
     assert escape_property(value, key=False) == escaped
 
@@ -404,7 +404,7 @@ def test_a_worker_artifact_outside_the_plan_or_layout_refuses_the_export(tmp_pat
 def test_a_shard_artifact_holds_the_cells_of_all_its_cases(tmp_path: Path) -> None:
     contract = small_contract(cases=300)  # 298 native cases: packed into shards of two
     options, env = prepare(tmp_path, [], contract=contract)
-    from testops_evidence.evidence.matrix import plan_matrices
+    from testops_evidence.campaign.matrix import plan_matrices
 
     jobs = plan_matrices(list(contract.cases), contract.lanes).jobs()
     first = next(job for job in jobs if job.startswith("native-shard-"))

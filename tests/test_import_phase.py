@@ -33,7 +33,7 @@ from import_builders import (
     symlink_entry,
 )
 from servers.github_server import GitHubServer
-from testops_evidence.ledger import lock_path
+from testops_evidence.campaign.ledger import lock_path
 
 TOKEN = "ghs_SENTINELimportToken8e3b1f9c7a2d5e06"
 GOLDEN = Path(__file__).parent / "golden" / "import"

@@ -30,9 +30,9 @@ from import_builders import (
     result_document,
     sha256,
 )
-from testops_evidence import remote
+from testops_evidence.campaign import remote
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.archive import extract_zip
+from testops_evidence.readers.archive import extract_zip
 
 RUN = remote.SourceRun(repository=REPOSITORY, run_id=RUN_ID, run_attempt=1, workflow=WORKFLOW, head_branch="main",
                        head_sha=HEAD_SHA, head_repository=REPOSITORY, event="workflow_dispatch")
@@ -408,8 +408,8 @@ def test_the_shipped_example_imports_under_the_example_contract() -> None:
     """examples/import/ (intent and artifact tree) is valid under examples/contract.yml, as docs/import.md says."""
     from pathlib import Path
 
+    from testops_evidence.campaign.ledger import Ledger
     from testops_evidence.contract import load_contract
-    from testops_evidence.ledger import Ledger
 
     root = Path(__file__).resolve().parent.parent / "examples"
     example = load_contract(root / "contract.yml")

@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from evidence_support import HEAD_SHA, actions_env, example_contract, write_contract
 from framework_support import CORPUS, PRODUCERS, mutate, need_inspect, run_producer
 from helpers import run_mode
+from testops_evidence.campaign.cells import adapted_cell, cell_from_bytes
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters.frameworks import framework_cell
-from testops_evidence.evidence.adapters.inspect_log import passes, read_log, to_run
-from testops_evidence.evidence.adapters.layout import collect_cells
-from testops_evidence.evidence.cells import adapted_cell, cell_from_bytes
+from testops_evidence.readers.adapters.frameworks import framework_cell
+from testops_evidence.readers.adapters.inspect_log import passes, read_log, to_run
+from testops_evidence.readers.adapters.layout import collect_cells
 
 CONTRACT = example_contract()
 PROFILE = dict(CONTRACT.profile)
@@ -226,7 +226,7 @@ def refusal(data: bytes) -> Refusal:
 
 def rezip(path: Path, edit: dict[str, bytes | None]) -> bytes:
     """An .eval archive with entries replaced (or removed: None), inflated with our own decoder."""
-    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+    from testops_evidence.readers.archive import ArchiveLimits, extract_zip
 
     archive = extract_zip(path.read_bytes(), limits=ArchiveLimits(zstandard=True, max_ratio=1000))
     out = io.BytesIO()
@@ -260,7 +260,7 @@ def test_an_unknown_eval_archive_version_is_refused_by_name() -> None:
 
 
 def rezip_entry(path: Path, name: str) -> bytes:
-    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+    from testops_evidence.readers.archive import ArchiveLimits, extract_zip
 
     return extract_zip(path.read_bytes(), limits=ArchiveLimits(zstandard=True, max_ratio=1000)).files[name].data
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testops_evidence import ledger as ledger_module
+from testops_evidence.campaign import ledger as ledger_module
+from testops_evidence.campaign.ledger import IDENTITY_FIELDS, Ledger, load, lock_path, transact
 from testops_evidence.errors import Refusal
-from testops_evidence.ledger import IDENTITY_FIELDS, Ledger, load, lock_path, transact
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

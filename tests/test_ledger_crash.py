@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testops_evidence.ledger import Ledger, read, transact
+from testops_evidence.campaign.ledger import Ledger, read, transact
 
 KILLS = 40
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from test_selection_support import big_document, contract_of, example_document
 from testops_evidence.actions import format_output_value
-from testops_evidence.errors import Refusal
-from testops_evidence.evidence.matrix import (
+from testops_evidence.campaign.matrix import (
     MAX_MATRIX_JOBS,
     case_row,
     check_output_budget,
@@ -19,6 +18,7 @@ from testops_evidence.evidence.matrix import (
     plan_matrices,
     shard_sizes,
 )
+from testops_evidence.errors import Refusal
 
 EXAMPLE = contract_of(example_document())
 

@@ -12,10 +12,10 @@ from helpers import run_mode
 from servers.testops_server import TestOpsServer
 from test_selection_support import actions_env, example_document, github_with_run, select_job_env, write_contract
 from test_testops_phases import contract_document
+from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import contract_from_document
 from testops_evidence.errors import EXIT_ADVICE, REGISTRY, Refusal
-from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 from testops_evidence.summary import refusal_section
 

@@ -25,9 +25,9 @@ from evidence_support import (
     write_contract,
 )
 from helpers import PhaseRun, left_out, run_mode
+from testops_evidence.campaign.compiled import compiled_bytes, compiled_path
 from testops_evidence.contract import load_contract
-from testops_evidence.evidence import site
-from testops_evidence.evidence.compiled import compiled_bytes, compiled_path
+from testops_evidence.publication import site
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 pytestmark = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None or left_out("allure") is not None,

@@ -17,9 +17,9 @@ from helpers import FakeClock, PhaseRun, run_mode
 from servers.github_server import GitHubServer
 from test_selection_support import REPOSITORY, RUN_ID, WORKFLOW, github_with_run, select_job_env
 from test_trials import contract_of, trial_cell, trials_document
+from testops_evidence.campaign.previous import compare, newcombe
+from testops_evidence.campaign.receipt import receipt_from_bytes
 from testops_evidence.contract import Contract
-from testops_evidence.evidence.previous import compare, newcombe
-from testops_evidence.evidence.receipt import receipt_from_bytes
 from testops_evidence.safeio import sha256_bytes
 
 EARLIER = RUN_ID - 7

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from evidence_support import HEAD_SHA, actions_env, example_contract, write_contract
 from framework_support import CORPUS, EXAMPLES, PRODUCERS, PROMPTFOO, mutate, need_promptfoo, run_producer
 from helpers import run_mode
+from testops_evidence.campaign.cells import adapted_cell, cell_from_bytes
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters.frameworks import framework_cell
-from testops_evidence.evidence.adapters.layout import collect_cells
-from testops_evidence.evidence.adapters.promptfoo import read_results
-from testops_evidence.evidence.cells import adapted_cell, cell_from_bytes
+from testops_evidence.readers.adapters.frameworks import framework_cell
+from testops_evidence.readers.adapters.layout import collect_cells
+from testops_evidence.readers.adapters.promptfoo import read_results
 
 CONTRACT = example_contract()
 PROFILE = dict(CONTRACT.profile)

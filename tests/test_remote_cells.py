@@ -15,8 +15,8 @@ from helpers import FakeClock, PhaseRun, run_mode
 from import_builders import HEAD_SHA, RUN_ID, Cell, artifact_zip, contract_document, dumps, intent_document
 from servers.github_server import GitHubServer
 from test_import_phase import TOKEN, Importer
+from testops_evidence.campaign.receipt import load_receipt
 from testops_evidence.contract import Contract, contract_from_document
-from testops_evidence.evidence.receipt import load_receipt
 from testops_evidence.safeio import sha256_bytes
 
 CELLS = [Cell("exec-1", ordinal=1), Cell("exec-2", ordinal=2),
@@ -145,7 +145,7 @@ def test_inside_actions_a_ledger_is_read_only_with_the_import_jobs_digest(tmp_pa
 
 
 def test_a_remote_case_has_no_worker_job() -> None:
-    from testops_evidence.evidence.matrix import plan_matrices
+    from testops_evidence.campaign.matrix import plan_matrices
 
     contract = contract_from_document(remote_contract())
     plan = plan_matrices(contract.cases, contract.lanes)

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from evidence_support import actions_env, cell, example_contract, small_contract
 from import_builders import Cell, definition_document, host_document, intent_document, result_document
+from testops_evidence.campaign.selection import build_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import load_schema, schema_errors, strict_validator
-from testops_evidence.evidence.selection import build_selection
-from testops_evidence.schemacheck import compile_schema, json_equal, unique_items
+from testops_evidence.readers.schemacheck import compile_schema, json_equal, unique_items
 
 # --- random schemas and instances ------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ def monkeypatch_equal(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts every call of the pairwise equalities (ours and jsonschema's) during a test."""
     from jsonschema import _utils
 
-    from testops_evidence import schemacheck
+    from testops_evidence.readers import schemacheck
 
     calls: dict[str, int] = {}
 

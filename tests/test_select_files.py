@@ -27,7 +27,7 @@ from test_selection_support import (
     select_job_env,
     write_contract,
 )
-from testops_evidence.evidence.matrix import JOB_OUTPUT_LIMIT, MAX_MATRIX_JOBS, SELECT_OUTPUT_BUDGET, measure
+from testops_evidence.campaign.matrix import JOB_OUTPUT_LIMIT, MAX_MATRIX_JOBS, SELECT_OUTPUT_BUDGET, measure
 from testops_evidence.safeio import sha256_bytes
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "select"

@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from test_selection_support import actions_env, contract_of, example_document
-from testops_evidence.context import env_context, local_context
-from testops_evidence.errors import Refusal
-from testops_evidence.evidence.selection import (
+from testops_evidence.campaign.selection import (
     SCHEMA_ID,
     Selection,
     TestOpsBinding,
@@ -26,6 +24,8 @@ from testops_evidence.evidence.selection import (
     validate_against,
     write_selection,
 )
+from testops_evidence.context import env_context, local_context
+from testops_evidence.errors import Refusal
 from testops_evidence.safeio import canonical_json, sha256_bytes
 
 CONTRACT = contract_of(example_document())

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from evidence_support import EXAMPLE_CONTRACT, actions_env
 from helpers import PhaseRun, run_mode
 from testops_evidence import contract as contract_module
+from testops_evidence.campaign import gate
+from testops_evidence.campaign import selection as selection_module
+from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import load_contract
-from testops_evidence.evidence import gate
-from testops_evidence.evidence import selection as selection_module
-from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import canonical_json, sha256_bytes
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from test_selection_support import EXAMPLE_PLAN, contract_of, example_document, plan_json, without_testops
 from testops_evidence.errors import Refusal, is_registered
-from testops_evidence.evidence.testplan import (
+from testops_evidence.readers.testplan import (
     PlanRow,
     match_rows,
     parse_jobrun_plan,

@@ -13,9 +13,9 @@ import pytest
 
 from helpers import PhaseRun, run_mode
 from test_selection_support import actions_env, example_document, write_contract
+from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import contract_from_document
-from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 
 SENTINEL = "sentinel-allure-tok-4f1d8b3e"  # no 8 characters of it in honest output

@@ -23,9 +23,9 @@ from evidence_support import (
     write_cells,
     write_contract,
 )
+from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import load_contract
-from testops_evidence.evidence.selection import build_selection, selection_bytes, write_selection
 from testops_evidence.safeio import sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def test_verify_selection_that_needs_the_full_check_still_imports_no_network_lib
         "SELECTION-PATH": str(selection), "SELECTION-SHA256": digest})
     status, modules = started(tmp_path, env)
     assert status == 0, (tmp_path / "summary.md").read_text()
-    assert "testops_evidence.yamlread" in modules  # the full check parsed the contract ...
+    assert "testops_evidence.readers.yamlread" in modules  # the full check parsed the contract ...
     assert imported(modules, NO_REST, bare) == set()  # ... and still needed no network library, nor jsonschema
 
 

@@ -1,4 +1,4 @@
-"""The statistics of a campaign (evidence/stats.py, issue 25): each against published values or an independent
+"""The statistics of a campaign (campaign/stats.py, issue 25): each against published values or an independent
 reference computed here, and one small seeded simulation of what the statistics promise."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from math import comb, sqrt
 
 import pytest
 
-from testops_evidence.evidence import stats
-from testops_evidence.evidence.stats import CaseRate
+from testops_evidence.campaign import stats
+from testops_evidence.campaign.stats import CaseRate
 
 
 def exact_fisher(a: int, b: int, c: int, d: int) -> Fraction:
@@ -186,7 +186,7 @@ def test_a_seeded_simulation_keeps_the_promises() -> None:
 def test_the_trend_chart_carries_only_our_labels() -> None:
     """The Mermaid chart of the pass rate over the last runs is built from run numbers and percentages only;
     a receipt's free text (its creation time) reaches the summary only through md, in the table."""
-    from testops_evidence.evidence.previous import render_trend
+    from testops_evidence.campaign.previous import render_trend
 
     hostile = "```\n</details><script>alert(1)</script>"
     rate = {"mean": 0.5, "standard-error": 0.1, "interval-95": [0.3, 0.7], "cases": 10, "clusters": 10}

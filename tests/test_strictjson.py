@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
-from testops_evidence.strictjson import INT_MAX, INT_MIN, MAX_DEPTH, JSONProblem
+from testops_evidence.readers import strictjson
+from testops_evidence.readers.strictjson import INT_MAX, INT_MIN, MAX_DEPTH, JSONProblem
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(INT_MIN, INT_MAX) | st.floats(allow_nan=False, allow_infinity=False)

@@ -38,7 +38,7 @@ FRESH = re.compile(r"^\$\{\{ runner\.temp \}\}/testops-evidence-[a-z0-9-]+$")
 EXCEPTIONS: dict[tuple[str, str, str], str] = {
     # The workers' cell artifacts: a matrix job has one set of outputs for all its legs (GitHub keeps one value per
     # output name), so the id of each worker's upload cannot travel as a job output. collect-cells reads each id
-    # from the run's job and artifact records through the API instead (the identity binding of evidence/workers.py)
+    # from the run's job and artifact records through the API instead (the identity binding of campaign/workers.py)
     # and the download takes exactly those ids. Under act (`local: true`) there are no job records to read: the
     # cells are taken by the artifacts' names, in a run where no one but the operator runs anything. The two
     # downloads never run in the same job (`if: !inputs.local` / `if: inputs.local`) and export reads the directory

@@ -11,11 +11,11 @@ import pytest
 
 from evidence_support import actions_env, bound_to, cell, make_selection, uuid_factory, write_contract
 from helpers import FakeClock, PhaseRun, run_mode
+from testops_evidence.campaign.matrix import plan_matrices, units_of
+from testops_evidence.campaign.receipt import load_receipt, receipt_from_bytes
+from testops_evidence.campaign.trials import policy_status, wilson
 from testops_evidence.contract import Contract, contract_from_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.matrix import plan_matrices, units_of
-from testops_evidence.evidence.receipt import load_receipt, receipt_from_bytes
-from testops_evidence.evidence.trials import policy_status, wilson
 from testops_evidence.safeio import pretty_json
 
 

@@ -24,7 +24,7 @@ from evidence_support import (
     write_contract,
 )
 from helpers import FakeClock, PhaseRun, left_out, run_mode
-from testops_evidence.evidence import report
+from testops_evidence.publication import report
 
 ALLURE = REPO / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 needs_allure = pytest.mark.skipif(not ALLURE.exists() or shutil.which("node") is None or left_out("allure") is not None,
@@ -238,8 +238,8 @@ def test_verify_re_reads_and_re_hashes_the_publication(tmp_path: Path, exported:
 
 def test_the_evidence_bundle_splits_into_bounded_parts_in_receipt_order(tmp_path: Path,
                                                                         exported: dict[str, str]) -> None:
-    from testops_evidence.evidence.publication import bundle_name, bundle_parts
-    from testops_evidence.evidence.receipt import load_receipt
+    from testops_evidence.campaign.receipt import load_receipt
+    from testops_evidence.publication.files import bundle_name, bundle_parts
 
     receipt = load_receipt(tmp_path / "allure-results-receipt.json")
     evidence = [(row, (tmp_path / "allure-results" / row["attachment-file"]).read_bytes()) for row in receipt.results]
@@ -406,7 +406,7 @@ def history_zip(text: str) -> bytes:
 
 def recorded_history(gh: Any, run_id: int, artifact: dict[str, Any], *, job: str = "campaign / publish") -> None:
     """The publish job of ``run_id`` as GitHub records it once the template's history upload and the step named by
-    its outputs ran (evidence/workers.py ``HISTORY_REPORT_EXPRESSION``)."""
+    its outputs ran (campaign/workers.py ``HISTORY_REPORT_EXPRESSION``)."""
     gh.record_upload(run_id, artifact, job=job, what="history")
 
 

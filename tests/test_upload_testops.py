@@ -16,8 +16,8 @@ import pytest
 from evidence_support import HEAD_SHA, RUN_ID, SENTINEL, TestOpsCampaign, cell, small_contract
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
-from testops_evidence.evidence.publication import BUNDLE_PART_LIMIT, bundle_parts
-from testops_evidence.evidence.receipt import load_receipt
+from testops_evidence.campaign.receipt import load_receipt
+from testops_evidence.publication.files import BUNDLE_PART_LIMIT, bundle_parts
 
 CONTRACT = small_contract(testops=True)
 

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from evidence_support import cell
 from test_trials import case_row, contract_of, export_run, trial_cell, trials_document
+from testops_evidence.campaign import usage
+from testops_evidence.campaign.cells import cell_from_bytes
+from testops_evidence.campaign.receipt import load_receipt
+from testops_evidence.campaign.usage import MISSING, Figure, parse, show, total
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import usage
-from testops_evidence.evidence.cells import cell_from_bytes
-from testops_evidence.evidence.receipt import load_receipt
-from testops_evidence.evidence.usage import MISSING, Figure, parse, show, total
 
 E, P, U = "estimated", "partial", "unavailable"
 

@@ -20,14 +20,14 @@ import pytest
 from ruamel.yaml import YAML
 
 from testops_evidence import __version__, interface
-from testops_evidence.evidence.attestation import PREDICATE_TYPE
+from testops_evidence.publication.attestation import PREDICATE_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "workflows-templates"
 ACTION = "testops-evidence/testops-evidence/composite"
 THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact|attest))@([0-9a-f]{40})$")
 # Jobs that may see the TestOps token; every other job must not even mention it.
-# A matrix row's identity: the plan's worker job (`<lane>-<key>` or `<lane>-shard-<n>`, evidence/matrix.py),
+# A matrix row's identity: the plan's worker job (`<lane>-<key>` or `<lane>-shard-<n>`, campaign/matrix.py),
 # which also names its cell artifact. (Not strategy.job-index: act leaves it empty, and export binds cells
 # to the plan's job names.)
 MATRIX_ID = "${{ matrix.job }}"
@@ -220,9 +220,9 @@ def test_a_job_that_writes_downloads_each_artifact_into_a_directory_of_its_own(n
 
 
 def test_worker_artifacts_are_bound_to_their_jobs_by_names_collect_cells_knows() -> None:
-    """collect-cells finds each worker by its job name and upload step (evidence/workers.py); export reads only
+    """collect-cells finds each worker by its job name and upload step (campaign/workers.py); export reads only
     the artifacts it verified, each in its own directory, and the publish job gets both travelled digests."""
-    from testops_evidence.evidence.workers import REPORT_EXPRESSION, UPLOAD_STEP
+    from testops_evidence.campaign.workers import REPORT_EXPRESSION, UPLOAD_STEP
 
     jobs = load("campaign.yml")["jobs"]
     for lane in ("native", "external"):
@@ -658,9 +658,9 @@ def test_the_worker_record_lists_every_file_of_the_artifact_with_its_digest(tmp_
 
 def test_the_coordinator_jobs_record_the_uploads_later_runs_bind() -> None:
     """A later run reads the history (upload) and the publication or results (select's baseline) of an earlier run
-    only from an artifact the uploading job recorded (evidence/workers.py recorded_uploads): the step after each
+    only from an artifact the uploading job recorded (campaign/workers.py recorded_uploads): the step after each
     upload is named by its id and digest, in a job whose name is the one the reader looks for."""
-    from testops_evidence.evidence.workers import EXPORT_JOB, PUBLISH_JOB, upload_report_expression
+    from testops_evidence.campaign.workers import EXPORT_JOB, PUBLISH_JOB, upload_report_expression
 
     jobs = load("campaign.yml")["jobs"]
     for job_id, step_id, what in ((PUBLISH_JOB, "history", "history"), (PUBLISH_JOB, "publication", "publication"),

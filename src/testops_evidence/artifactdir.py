@@ -57,7 +57,7 @@ def check_exact(directory: str, allowed: Collection[str], *, code: str, what: st
 
 def selection_files(name: str) -> frozenset[str]:
     """The files a selection artifact may hold: the selection, the contract select compiled from it
-    (evidence/compiled.py: ``<stem>-contract.json``) and the baseline receipt it binds (``<stem>-baseline-receipt.json``,
+    (campaign/compiled.py: ``<stem>-contract.json``) and the baseline receipt it binds (``<stem>-baseline-receipt.json``,
     phases/select.py). Each is bound by the selection's digest before a byte of it is used."""
     stem = name[:-5] if name.endswith(".json") else name
     return frozenset({name, f"{stem}-contract.json", f"{stem}-baseline-receipt.json"})

@@ -13,10 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import strictjson
 from testops_evidence.errors import Refusal
+from testops_evidence.readers import strictjson
+from testops_evidence.readers.schemacheck import ecma_pattern, unique_items
 from testops_evidence.safeio import canonical_json, read_safe_path, sha256_bytes
-from testops_evidence.schemacheck import ecma_pattern, unique_items
 
 CONTRACT_LIMIT = 4 * 1024 * 1024
 
@@ -35,7 +35,7 @@ def pointer(path: Any) -> str:
 
 @cache
 def _fast_check(name: str) -> Callable[[Any], bool] | None:
-    from testops_evidence.schemacheck import compile_schema
+    from testops_evidence.readers.schemacheck import compile_schema
 
     return compile_schema(load_schema(name))
 
@@ -305,7 +305,7 @@ class RemotePolicy:
 
 @dataclass(frozen=True)
 class StatisticsPolicy:
-    """How the comparison with the baseline judges change (evidence/stats.py): the per-case flags' error rate
+    """How the comparison with the baseline judges change (campaign/stats.py): the per-case flags' error rate
     ``q`` and correction, and the campaign-level change the contract wants to be able to detect."""
 
     q: float = 0.05
@@ -372,8 +372,8 @@ def parse_contract_bytes(data: bytes, name: str) -> Any:
             found = strictjson.problems(text)
     else:
         # Imported here: a phase that builds the contract from select's compiled form never loads the YAML
-        # reader (evidence/compiled.py).
-        from testops_evidence import yamlread
+        # reader (campaign/compiled.py).
+        from testops_evidence.readers import yamlread
 
         # One reading gives the value or every problem: a hostile file is not read twice.
         value, found = yamlread.read(text, limit=MAX_PROBLEMS)
@@ -435,7 +435,7 @@ def _located(found: list[Problem], text: str | None, name: str) -> list[Problem]
     if name.endswith(".json"):
         places = strictjson.positions(text)
     else:
-        from testops_evidence import yamlread
+        from testops_evidence.readers import yamlread
 
         places = yamlread.positions(text)
     located = []
@@ -576,7 +576,7 @@ def _trials_problems(block: Mapping[str, Any] | None, where: str) -> list[Proble
 
 
 def worker_job_names(key: str, lane: str, trials: Mapping[str, Any] | None) -> list[str]:
-    """Every worker job name a case can get in a matrix plan (evidence/matrix.py names them)."""
+    """Every worker job name a case can get in a matrix plan (campaign/matrix.py names them)."""
     if trials is not None and trials["count"] > 1 and trials.get("jobs", "per-trial") == "per-trial":
         return [f"{lane}-{key}-t{n}" for n in range(1, trials["count"] + 1)]
     return [f"{lane}-{key}"]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 # Imported by every start (`--version`, worker phases): no dataclasses, typing or re at import time;
 # benchmarks/run.py --only startup and tests/test_startup_imports.py keep it so.
 
-# Exit codes (design.md, "Errors and exit codes").
+# Exit codes (docs/errors.md, "Exit codes").
 EXIT_OK = 0
 EXIT_CASES_FAILED = 1
 EXIT_USAGE = 2

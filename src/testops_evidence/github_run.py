@@ -31,7 +31,7 @@ from testops_evidence.context import (
     first_failure,
 )
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.integers import ascii_int, header_int
+from testops_evidence.readers.integers import ascii_int, header_int
 from testops_evidence.redact import clip
 from testops_evidence.safeio import has_lone_surrogate
 

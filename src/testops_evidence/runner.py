@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from testops_evidence.backends import Backend
     from testops_evidence.context import RunContext
     from testops_evidence.contract import Contract
+    from testops_evidence.md import Markdown
     from testops_evidence.testops.client import TestOpsClient
 
 
@@ -101,6 +102,14 @@ class PhaseContext:
         # summaries; None when it parsed the contract file.
         self.contract_compiled_by: str | None = None
 
+    def contract_row(self, contract: Contract) -> Markdown:
+        """The summary row that says how this phase obtained the contract: select's compiled form, or a parse."""
+        from testops_evidence.md import Markdown, code
+
+        if self.contract_compiled_by is not None:
+            return Markdown(f"compiled by {self.contract_compiled_by}, bound by digest")
+        return Markdown("parsed from " + code(contract.source_path))
+
     def contract(self) -> Contract:
         if self._contract is None:
             from pathlib import Path
@@ -115,7 +124,7 @@ class PhaseContext:
 
     def _compiled_contract(self, path: Path) -> Contract | None:
         """The contract ``select`` compiled, when this phase reads a selection whose digest travelled and every
-        digest binds it (:mod:`evidence.compiled`); for ``select``, the contract ``guard`` compiled earlier in this
+        digest binds it (:mod:`campaign.compiled`); for ``select``, the contract ``guard`` compiled earlier in this
         job, bound by its ``guard-sha256``; else ``None``, and the contract file is parsed."""
         if self.mode == "select":
             return self._guarded_contract(path)
@@ -123,13 +132,13 @@ class PhaseContext:
             return None
         from pathlib import Path
 
-        from testops_evidence.evidence.compiled import load_compiled
+        from testops_evidence.campaign.compiled import load_compiled
 
         travelled = self.settings.string("selection-sha256")
         if travelled is not None and self.mode == "pages":
             # Optional to pages, whose phase never reads it: a typo is refused, not silently a parse. The phases
             # that require it refuse a malformed one themselves.
-            from testops_evidence.evidence.selection import check_sha256
+            from testops_evidence.campaign.selection import check_sha256
 
             check_sha256(travelled)
         if travelled is None and self.mode == "cell":  # the variable the campaign template gives every case
@@ -144,8 +153,8 @@ class PhaseContext:
         return contract
 
     def _guarded_contract(self, path: Path) -> Contract | None:
-        from testops_evidence.evidence.compiled import load_guarded
-        from testops_evidence.evidence.selection import check_sha256
+        from testops_evidence.campaign.compiled import load_guarded
+        from testops_evidence.campaign.selection import check_sha256
 
         given = self.settings.string("guard-sha256")
         if given is None:

@@ -365,7 +365,7 @@ def loads_json(text: str | bytes) -> Any:
     """Strict JSON (:mod:`strictjson`): refuses NaN and Infinity, duplicate keys, integers outside 64 bits
     and lone surrogate escapes, raising :class:`strictjson.JSONProblem` — a ``json.JSONDecodeError``
     with the problem's JSON pointer, line and column."""
-    from testops_evidence import strictjson
+    from testops_evidence.readers import strictjson
 
     return strictjson.loads(text)
 
@@ -378,7 +378,7 @@ def parse_json_bytes(data: bytes, what: str, code: str = "io.invalid_json") -> A
 
 def _load_strictjson() -> Any:
     global _STRICTJSON
-    from testops_evidence import strictjson
+    from testops_evidence.readers import strictjson
 
     _STRICTJSON = strictjson
     return _STRICTJSON

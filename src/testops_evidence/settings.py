@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 from testops_evidence.errors import input_error
-from testops_evidence.integers import ascii_int
 from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
+from testops_evidence.readers.integers import ascii_int
 
 # Imported by every start: no dataclasses, re, pathlib or typing at import time (tests/test_startup_imports.py).
 TYPE_CHECKING = False

@@ -15,8 +15,8 @@ import pytest
 
 from evidence_support import cell
 from test_trials import case_row, contract_of, export_run, trial_cell, trials_document
-from testops_evidence.evidence.receipt import load_receipt
-from testops_evidence.evidence.usage import MAX_FIGURE, PARTIAL, Figure, total
+from testops_evidence.campaign.receipt import load_receipt
+from testops_evidence.campaign.usage import MAX_FIGURE, PARTIAL, Figure, total
 
 COST = "cost-nanodollars"
 
@@ -144,8 +144,8 @@ def test_an_honestly_broken_trial_still_passes_under_any(tmp_path: Path) -> None
 
 
 def test_a_receipt_that_passes_a_case_with_a_forged_trial_is_refused(tmp_path: Path) -> None:
+    from testops_evidence.campaign.receipt import receipt_from_bytes
     from testops_evidence.errors import Refusal
-    from testops_evidence.evidence.receipt import receipt_from_bytes
 
     contract = contract_of(trials_document(flaky={"count": 2, "verdict": "any"}))
     _run, options = export_run(tmp_path, contract, [

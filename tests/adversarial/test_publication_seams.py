@@ -242,7 +242,7 @@ def test_a_workers_own_record_naming_another_workers_artifact_takes_nothing(tmp_
     from evidence_support import HEAD_SHA, RUN_ID
     from servers.github_server import GitHubServer
     from test_collect_cells import JOBS, PREFIX, TOKEN, collect, upload_step
-    from testops_evidence.evidence.workers import report_step_name
+    from testops_evidence.campaign.workers import report_step_name
 
     victim, attacker, other = list(JOBS)
     with GitHubServer(token=TOKEN) as github:

@@ -4,7 +4,7 @@ The attacker is a worker job whose agent reached the Actions runtime token: it c
 (upload-artifact ``overwrite: true``: delete, then upload anew) or delete any artifact of the run, at any
 moment. It cannot write another job's step records: those are written by each job's own runner, and the
 step after a worker's upload is named with that upload's ``artifact-id`` and ``artifact-digest``
-(evidence/workers.py). The GitHub test server reports what the Actions API would: step names as the runner
+(campaign/workers.py). The GitHub test server reports what the Actions API would: step names as the runner
 evaluated them, ``digest`` as ``sha256:<hex of the zip>``, a new id for every upload. Each attack below
 must end in a specific refusal and nothing collected; the honest path must pass.
 """
@@ -25,7 +25,7 @@ from evidence_support import HEAD_SHA, RUN_ID, cell
 from helpers import PhaseRun
 from servers.github_server import GitHubServer, evaluate_step_name
 from test_collect_cells import CONTRACT, JOBS, PREFIX, TOKEN, collect, upload_step
-from testops_evidence.evidence.workers import REPORT_EXPRESSION, report_step_name
+from testops_evidence.campaign.workers import REPORT_EXPRESSION, report_step_name
 
 VICTIM, ATTACKER, OTHER = list(JOBS)
 # The victim's upload step, as one-second job records show it: it ran 10:05:00 to 10:05:04.

@@ -25,9 +25,9 @@ from evidence_support import (
     write_contract,
 )
 from helpers import FakeClock, run_mode
+from testops_evidence.campaign.ledger import Ledger
 from testops_evidence.contract import Contract, load_contract
-from testops_evidence.evidence.testplan import plan_document
-from testops_evidence.ledger import Ledger
+from testops_evidence.readers.testplan import plan_document
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -35,11 +35,11 @@ from helpers import FakeClock, run_mode
 from reliability.integrity import torn_documents
 from test_ledger_crash import step
 from test_selection_support import big_document
+from testops_evidence.campaign.ledger import Ledger, read, transact
+from testops_evidence.campaign.receipt import check_tree, load_receipt
+from testops_evidence.campaign.selection import build_selection, load_selection, selection_bytes, write_selection
 from testops_evidence.context import env_context
 from testops_evidence.contract import contract_from_document
-from testops_evidence.evidence.receipt import check_tree, load_receipt
-from testops_evidence.evidence.selection import build_selection, load_selection, selection_bytes, write_selection
-from testops_evidence.ledger import Ledger, read, transact
 from testops_evidence.safeio import StateDir, pretty_json, sha256_bytes
 
 KILLS = 30  # per target

@@ -30,21 +30,21 @@ from reliability.fuzzing import (
     mutated_bytes,
     mutated_json,
 )
+from testops_evidence.campaign.catalog import filter_catalog
+from testops_evidence.campaign.cells import Binding, CellFile, adapted_cell, admit, verdict
+from testops_evidence.campaign.ledger import Ledger
+from testops_evidence.campaign.receipt import bind_receipt, receipt_from_bytes
+from testops_evidence.campaign.selection import load_selection, validate_against
 from testops_evidence.context import env_context, read_event
 from testops_evidence.contract import contract_from_document, parse_contract_bytes
-from testops_evidence.evidence.adapters import build_cell, inspect_log, promptfoo
-from testops_evidence.evidence.adapters.allure_results import parse_results
-from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
-from testops_evidence.evidence.adapters.junit import parse_junit
-from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
-from testops_evidence.evidence.catalog import filter_catalog
-from testops_evidence.evidence.cells import Binding, CellFile, adapted_cell, admit, verdict
-from testops_evidence.evidence.receipt import bind_receipt, receipt_from_bytes
-from testops_evidence.evidence.selection import load_selection, validate_against
-from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
-from testops_evidence.evidence.zstd import ZstdError, decompress
 from testops_evidence.github_run import artifact_from_json, next_link, rest_context, run_from_json
-from testops_evidence.ledger import Ledger
+from testops_evidence.readers.adapters import build_cell, inspect_log, promptfoo
+from testops_evidence.readers.adapters.allure_results import parse_results
+from testops_evidence.readers.adapters.frameworks import FrameworkRun, framework_cell
+from testops_evidence.readers.adapters.junit import parse_junit
+from testops_evidence.readers.archive import ArchiveLimits, extract_zip
+from testops_evidence.readers.testplan import match_rows, parse_jobrun_plan, parse_standing_plan
+from testops_evidence.readers.zstd import ZstdError, decompress
 from testops_evidence.safeio import canonical_json, parse_json_bytes, sha256_bytes
 from testops_evidence.testops.client import parse_page
 from testops_evidence.testops.jobrun_env import parse_job_run_env

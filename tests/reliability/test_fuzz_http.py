@@ -41,9 +41,9 @@ from reliability.fuzzing import (
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence.context import env_context
-from testops_evidence.evidence.archive import extract_zip
-from testops_evidence.evidence.testplan import match_rows, parse_jobrun_plan
 from testops_evidence.github_run import RequestPolicy, download_artifact, fetch_run, list_artifacts, rest_context
+from testops_evidence.readers.archive import extract_zip
+from testops_evidence.readers.testplan import match_rows, parse_jobrun_plan
 from testops_evidence.testops.binding import bind_job_run
 from testops_evidence.testops.client import TestOpsClient
 

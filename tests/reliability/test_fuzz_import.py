@@ -23,9 +23,9 @@ from import_builders import (
     make_zip,
 )
 from reliability.fuzzing import Targets, document_bytes, fuzz_settings, json_bytes, mutated_bytes, mutated_json
-from testops_evidence import remote
-from testops_evidence.evidence.archive import extract_zip
-from testops_evidence.ledger import Ledger
+from testops_evidence.campaign import remote
+from testops_evidence.campaign.ledger import Ledger
+from testops_evidence.readers.archive import extract_zip
 from testops_evidence.safeio import sha256_bytes
 
 CELLS = [Cell("exec-1"), Cell("exec-2", case="company-credential-approval", ordinal=1, disposition="behavior_failure")]

@@ -48,8 +48,8 @@ from import_builders import (
 )
 from reliability.integrity import assert_whole, snapshot
 from servers.github_server import GitHubServer
-from testops_evidence.evidence.cells import CELL_LIMIT
-from testops_evidence.evidence.selection import SELECTION_LIMIT
+from testops_evidence.campaign.cells import CELL_LIMIT
+from testops_evidence.campaign.selection import SELECTION_LIMIT
 
 FILE_KINDS = ("symlink", "hardlink", "dotdot", "fifo", "device", "oversized")
 CODES = {"symlink": "io.unsafe_path", "hardlink": "io.unsafe_path", "dotdot": "io.unsafe_path",

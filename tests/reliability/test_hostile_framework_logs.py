@@ -23,10 +23,10 @@ from framework_support import CORPUS
 from helpers import run_mode
 from test_md import elements
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import zstd
-from testops_evidence.evidence.adapters import inspect_log, promptfoo
-from testops_evidence.evidence.adapters.frameworks import framework_cell
-from testops_evidence.evidence.adapters.inspect_log import read_log, to_run
+from testops_evidence.readers import zstd
+from testops_evidence.readers.adapters import inspect_log, promptfoo
+from testops_evidence.readers.adapters.frameworks import framework_cell
+from testops_evidence.readers.adapters.inspect_log import read_log, to_run
 
 MIB = 1024 * 1024
 CONTRACT = example_contract()

@@ -24,7 +24,7 @@ from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence.errors import Refusal
 from testops_evidence.github_run import RequestPolicy, fetch_run, request_policy
-from testops_evidence.integers import INT64_MAX, ascii_int, header_int, parse_int
+from testops_evidence.readers.integers import INT64_MAX, ascii_int, header_int, parse_int
 from testops_evidence.redact import clip, scrub
 from testops_evidence.testops.client import MESSAGE_LIMIT, TestOpsClient
 
@@ -200,7 +200,7 @@ def test_2_the_scan_finds_the_pattern_it_forbids() -> None:
 def test_2_no_function_in_src_tests_digits_with_isdigit_and_then_calls_int() -> None:
     left = [f"{path.relative_to(SRC)}:{line} {name}" for path in sorted(SRC.rglob("*.py"))
             for name, line in digit_test_then_int(ast.parse(path.read_text(), str(path)))]
-    assert left == [], "use testops_evidence.integers (ascii_int / parse_int / header_int): " + ", ".join(left)
+    assert left == [], "use testops_evidence.readers.integers (ascii_int / parse_int / header_int): " + ", ".join(left)
 
 
 @pytest.mark.parametrize("text", ["²", "١", "٣٤", "1²", "+1", "-1", " 1", "1 ", "1_000", "", "0x10", "9" * 5000,
@@ -226,7 +226,7 @@ def inspect_corpus() -> tuple[Any, Path]:
 
 def test_2_an_eval_journal_entry_named_with_a_superscript_breaks_only_its_case(tmp_path: Path) -> None:
     from test_inspect_logs import CONTRACT, DIGEST, HEAD_SHA, PROFILE, rezip, rezip_entry
-    from testops_evidence.evidence.adapters.layout import collect_cells
+    from testops_evidence.readers.adapters.layout import collect_cells
 
     _version, campaign = inspect_corpus()
     summaries = rezip_entry(campaign, "summaries.json")

@@ -59,7 +59,7 @@ def test_1_a_huge_integer_in_a_json_contract_is_contract_invalid(tmp_path: Path)
 
 
 def test_1_a_huge_integer_in_a_cell_result_is_export_cell_invalid() -> None:
-    from testops_evidence.evidence.cells import cell_from_bytes
+    from testops_evidence.campaign.cells import cell_from_bytes
 
     data = with_raw(cell(CONTRACT, "budget-stop", selection_sha256=DIGEST), "run-attempt", HUGE)
     refusal = refusal_of(lambda: cell_from_bytes(data, "c.json"))
@@ -68,7 +68,7 @@ def test_1_a_huge_integer_in_a_cell_result_is_export_cell_invalid() -> None:
 
 
 def test_1_a_huge_integer_in_an_allure_result_is_export_adapter() -> None:
-    from testops_evidence.evidence.adapters.allure_results import parse_result
+    from testops_evidence.readers.adapters.allure_results import parse_result
 
     document = {"uuid": "u", "name": "test_x", "fullName": "m.test_x", "status": "passed", "start": 1, "stop": 2}
     refusal = refusal_of(lambda: parse_result(with_raw(document, "start", HUGE), "a-result.json"))
@@ -76,7 +76,7 @@ def test_1_a_huge_integer_in_an_allure_result_is_export_adapter() -> None:
 
 
 def test_1_a_huge_integer_in_a_catalog_is_selection_catalog(tmp_path: Path) -> None:
-    from testops_evidence.evidence.catalog import read_catalog
+    from testops_evidence.campaign.catalog import read_catalog
 
     path = tmp_path / "catalog.json"
     path.write_bytes(with_raw({"cases": {}}, "size", HUGE))
@@ -84,7 +84,7 @@ def test_1_a_huge_integer_in_a_catalog_is_selection_catalog(tmp_path: Path) -> N
 
 
 def test_1_a_huge_integer_in_a_ledger_is_ledger_invalid() -> None:
-    from testops_evidence.ledger import Ledger
+    from testops_evidence.campaign.ledger import Ledger
 
     data = with_raw({"schema": "testops-evidence/ledger/v1", "campaign": "c"}, "imports", HUGE)
     refusal = refusal_of(lambda: Ledger.parse(data))
@@ -92,7 +92,7 @@ def test_1_a_huge_integer_in_a_ledger_is_ledger_invalid() -> None:
 
 
 def test_1_a_huge_integer_in_a_receipt_is_export_receipt() -> None:
-    from testops_evidence.evidence.receipt import receipt_from_bytes
+    from testops_evidence.campaign.receipt import receipt_from_bytes
 
     data = with_raw({"schema": "testops-evidence/export-receipt/v1"}, "count", HUGE)
     assert refusal_of(lambda: receipt_from_bytes(data, "r.json")).code == "export.receipt"
@@ -146,7 +146,7 @@ def test_2_a_retry_after_of_hundreds_of_digits_is_a_deadline(testops: tuple[Test
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_11_nan_and_infinity_in_a_catalog_are_refused_not_written_back(tmp_path: Path, token: str) -> None:
-    from testops_evidence.evidence.catalog import read_catalog
+    from testops_evidence.campaign.catalog import read_catalog
 
     path = tmp_path / "catalog.json"
     path.write_bytes(with_raw({"cases": {"budget-stop": {"x": 1}}}, "weight", token))
@@ -156,7 +156,7 @@ def test_11_nan_and_infinity_in_a_catalog_are_refused_not_written_back(tmp_path:
 
 
 def test_11_a_cell_with_two_dispositions_is_refused() -> None:
-    from testops_evidence.evidence.cells import cell_from_bytes
+    from testops_evidence.campaign.cells import cell_from_bytes
 
     document = cell(CONTRACT, "budget-stop", disposition="passed", selection_sha256=DIGEST)
     data = with_duplicate(document, "disposition", "behavior_failure")
@@ -166,8 +166,8 @@ def test_11_a_cell_with_two_dispositions_is_refused() -> None:
 
 
 def test_11_duplicate_keys_in_a_catalog_and_an_allure_result_are_refused(tmp_path: Path) -> None:
-    from testops_evidence.evidence.adapters.allure_results import parse_result
-    from testops_evidence.evidence.catalog import read_catalog
+    from testops_evidence.campaign.catalog import read_catalog
+    from testops_evidence.readers.adapters.allure_results import parse_result
 
     path = tmp_path / "catalog.json"
     path.write_bytes(with_duplicate({"cases": {"a": {}}}, "cases", {"b": {}}))
@@ -185,7 +185,7 @@ EXTREME_TIMES = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "1969
 @pytest.mark.parametrize("moment", EXTREME_TIMES)
 @pytest.mark.parametrize("field", ["started-at", "finished-at"])
 def test_3_an_out_of_range_time_in_a_cell_is_export_cell_invalid(moment: str, field: str) -> None:
-    from testops_evidence.evidence.cells import cell_from_bytes
+    from testops_evidence.campaign.cells import cell_from_bytes
 
     document = cell(CONTRACT, "budget-stop", started="1970-01-01T00:00:00Z", finished="9999-12-31T23:59:59Z",
                     selection_sha256=DIGEST)
@@ -248,7 +248,7 @@ def test_9_an_allure_result_named_with_a_trailing_line_break_is_refused_not_skip
 
 
 def test_9_schema_patterns_end_at_the_end_of_the_text() -> None:
-    from testops_evidence.evidence.cells import cell_from_bytes
+    from testops_evidence.campaign.cells import cell_from_bytes
 
     document = cell(CONTRACT, "budget-stop", attempt="attempt-1\n", selection_sha256=DIGEST)
     refusal = refusal_of(lambda: cell_from_bytes(json.dumps(document).encode(), "c.json"))
@@ -514,7 +514,7 @@ SUREFIRE_WITH_HTML = b"""<?xml version="1.0" encoding="UTF-8"?>
 
 
 def test_12_a_doctype_inside_cdata_is_text_not_a_dtd() -> None:
-    from testops_evidence.evidence.adapters.junit import parse_junit
+    from testops_evidence.readers.adapters.junit import parse_junit
 
     outcomes = parse_junit(SUREFIRE_WITH_HTML, "surefire.xml")
     assert [o.status for o in outcomes] == ["passed", "passed"]
@@ -523,7 +523,7 @@ def test_12_a_doctype_inside_cdata_is_text_not_a_dtd() -> None:
 @pytest.mark.parametrize("prolog", [b'<!DOCTYPE t [<!ENTITY a "aaaa">]>', b"<!DOCTYPE testsuite SYSTEM 'x.dtd'>",
                                     b'<?xml version="1.0"?>\n<!-- c --><!ENTITY a "b">'])
 def test_12_a_dtd_in_the_prolog_is_still_refused(prolog: bytes) -> None:
-    from testops_evidence.evidence.adapters.junit import parse_junit
+    from testops_evidence.readers.adapters.junit import parse_junit
 
     data = prolog + b"<testsuite><testcase name='a'/></testsuite>"
     assert refusal_of(lambda: parse_junit(data, "r.xml")).code == "export.adapter"

@@ -34,8 +34,8 @@ from test_testops_phases import (  # noqa: F401 - fixtures
     server,
 )
 from testops_evidence.actions import Runtime
+from testops_evidence.campaign.receipt import receipt_from_bytes
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.receipt import receipt_from_bytes
 from testops_evidence.runner import PhaseContext, run_phase
 
 # --- 1. pass-rate counts no trial backs ------------------------------------------------------------------
@@ -138,8 +138,8 @@ def test_3_reconciles_refusal_is_in_the_json_document_and_failure_json_is_scrubb
 def test_4_the_cell_phase_refuses_reports_past_the_case_budget_before_reading_them(tmp_path: Path) -> None:
     from evidence_support import actions_env, small_contract, write_contract
     from helpers import run_mode
-    from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT
-    from testops_evidence.evidence.adapters.layout import CASE_REPORT_BYTES
+    from testops_evidence.readers.adapters.allure_results import RESULT_LIMIT
+    from testops_evidence.readers.adapters.layout import CASE_REPORT_BYTES
 
     # Each result under its own cap (8 MiB), together past the case's 512 MiB: sparse files, no disk used.
     # Before, the cell phase read every one of them into memory before it parsed the first.

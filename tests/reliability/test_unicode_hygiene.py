@@ -15,10 +15,10 @@ import pytest
 from helpers import run_mode
 from reliability import corpus
 from testops_evidence.actions import Runtime
+from testops_evidence.campaign.ledger import Ledger
 from testops_evidence.context import read_event
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.testplan import parse_standing_plan
-from testops_evidence.ledger import Ledger
+from testops_evidence.readers.testplan import parse_standing_plan
 from testops_evidence.safeio import has_lone_surrogate, loads_json, parse_json_bytes
 
 LONE = '"\\ud800"'  # JSON text of a lone surrogate escape

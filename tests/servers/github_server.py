@@ -389,7 +389,7 @@ class GitHubServer:
                       attempt: int = 1) -> dict[str, Any]:
         """The job ``job`` of ``run_id`` as GitHub records it after the campaign template uploaded ``artifact``
         (a document :meth:`add_artifact` returned) and ran the step named by the upload's outputs
-        (``testops-evidence: uploaded <what> <id> sha256:<digest>``, evidence/workers.py)."""
+        (``testops-evidence: uploaded <what> <id> sha256:<digest>``, campaign/workers.py)."""
         name = f"testops-evidence: uploaded {what} {artifact['id']} {artifact['digest']}"
         return self.add_job(run_id, attempt, job, steps=[{"name": name, "status": "completed",
                                                           "conclusion": "success"}])

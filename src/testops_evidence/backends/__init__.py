@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from testops_evidence.errors import Refusal
 
 if TYPE_CHECKING:
+    from testops_evidence.campaign.receipt import Receipt
+    from testops_evidence.campaign.selection import TestOpsBinding
     from testops_evidence.context import RunContext
     from testops_evidence.contract import Case, Contract
-    from testops_evidence.evidence.receipt import Receipt
-    from testops_evidence.evidence.selection import TestOpsBinding
     from testops_evidence.safeio import StateDir
     from testops_evidence.testops.client import TestOpsClient
 

@@ -21,12 +21,12 @@ from typing import Any, ClassVar
 
 from testops_evidence import summary
 from testops_evidence.backends import Outcome, Published, PublishOptions, SelectInputs, Services, VerifyOptions
+from testops_evidence.campaign.receipt import RESULT_FILE_LIMIT, Receipt
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import report as report_tool
-from testops_evidence.evidence.publication import RESULTS_NAME, publish_files
-from testops_evidence.evidence.receipt import RESULT_FILE_LIMIT, Receipt
-from testops_evidence.evidence.testplan import match_rows, read_standing_plan
-from testops_evidence.evidence.tree import hash_file, refuse_extra, walk_files, write_new
+from testops_evidence.publication import report as report_tool
+from testops_evidence.publication.files import RESULTS_NAME, publish_files
+from testops_evidence.publication.tree import hash_file, refuse_extra, walk_files, write_new
+from testops_evidence.readers.testplan import match_rows, read_standing_plan
 from testops_evidence.safeio import parse_json_bytes, read_safe
 from testops_evidence.summaries import badge
 

@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 
 from testops_evidence import summary
 from testops_evidence.backends import Outcome, Published, PublishOptions, SelectInputs, Services, VerifyOptions
+from testops_evidence.campaign.receipt import Receipt
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.receipt import Receipt
-from testops_evidence.evidence.testplan import PlanRow, match_rows, read_standing_plan, rows_for_cases
+from testops_evidence.readers.testplan import PlanRow, match_rows, read_standing_plan, rows_for_cases
 
 
 class Backend:

@@ -25,11 +25,14 @@ import subprocess
 from pathlib import Path
 
 from testops_evidence import summary
+from testops_evidence.campaign.cells import adapted_cell
+from testops_evidence.campaign.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.evidence.adapters import Outcome
-from testops_evidence.evidence.adapters.frameworks import FrameworkRun, framework_cell
-from testops_evidence.evidence.adapters.layout import (
+from testops_evidence.publication.tree import list_dir
+from testops_evidence.readers.adapters import Outcome
+from testops_evidence.readers.adapters.frameworks import FrameworkRun, framework_cell
+from testops_evidence.readers.adapters.layout import (
     CASE_REPORT_BYTES,
     CASE_REPORT_FILES,
     FRAMEWORKS,
@@ -39,10 +42,7 @@ from testops_evidence.evidence.adapters.layout import (
     read_junit_files,
     walk,
 )
-from testops_evidence.evidence.cells import adapted_cell
-from testops_evidence.evidence.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
-from testops_evidence.evidence.tree import list_dir
-from testops_evidence.integers import ascii_int, parse_int
+from testops_evidence.readers.integers import ascii_int, parse_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, sha256_bytes, write_once
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from testops_evidence.campaign import stats
 from testops_evidence.contract import Contract
-from testops_evidence.evidence import stats
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.summary import code, join, table, text
 

@@ -2,7 +2,7 @@
 
 Runs in the export job, before the cells are downloaded. Reads the digest-checked selection, recomputes the
 matrix plan, lists the run's artifacts and the run attempt's jobs, and binds every cell artifact to the
-worker job the plan names (``evidence/workers.py``: the artifact's id and digest are the ones the job's own
+worker job the plan names (``campaign/workers.py``: the artifact's id and digest are the ones the job's own
 upload step reported, in the step record GitHub keeps for that job). Outputs ``artifact-ids`` — exactly the
 verified artifacts, for ``actions/download-artifact``'s ``artifact-ids`` — and writes ``collect-cells.json``
 to the state directory, which export then holds the downloaded directories to: an artifact replaced after
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import summary
+from testops_evidence.campaign.matrix import plan_matrices
+from testops_evidence.campaign.selection import load_selection, read_travelled, validate_against
+from testops_evidence.campaign.workers import REPORT_PREFIX, UPLOAD_STEP, bind_worker_artifacts, job_display_name
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.matrix import plan_matrices
-from testops_evidence.evidence.selection import load_selection, read_travelled, validate_against
-from testops_evidence.evidence.workers import REPORT_PREFIX, UPLOAD_STEP, bind_worker_artifacts, job_display_name
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 RECEIPT = "collect-cells.json"

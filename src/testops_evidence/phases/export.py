@@ -18,19 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import collector
-from testops_evidence import ledger as ledgers
-from testops_evidence.context import is_local, job_context
-from testops_evidence.contract import Case, Contract
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import allure, previous, remote_cells, stats, usage
-from testops_evidence.evidence.adapters.layout import collect_cells, collect_worker_cells
-from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
-from testops_evidence.evidence.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
-from testops_evidence.evidence.cells import Binding as CellBinding
-from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.matrix import Unit, plan_matrices
-from testops_evidence.evidence.receipt import RECEIPT_LIMIT, RECEIPT_SCHEMA, default_receipt_path, receipt_from_bytes
-from testops_evidence.evidence.selection import (
+from testops_evidence.campaign import ledger as ledgers
+from testops_evidence.campaign import previous, remote_cells, stats, usage
+from testops_evidence.campaign.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
+from testops_evidence.campaign.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
+from testops_evidence.campaign.cells import Binding as CellBinding
+from testops_evidence.campaign.matrix import Unit, plan_matrices
+from testops_evidence.campaign.receipt import (
+    RECEIPT_LIMIT,
+    RECEIPT_SCHEMA,
+    default_receipt_path,
+    difference_output,
+    receipt_from_bytes,
+)
+from testops_evidence.campaign.selection import (
     Selection,
     check_sha256,
     load_selection,
@@ -38,8 +39,13 @@ from testops_evidence.evidence.selection import (
     read_travelled,
     validate_against,
 )
-from testops_evidence.evidence.tree import is_empty_or_absent, write_new
-from testops_evidence.evidence.trials import CaseOutcome, case_outcome
+from testops_evidence.campaign.trials import CaseOutcome, case_outcome
+from testops_evidence.context import is_local, job_context
+from testops_evidence.contract import Case, Contract
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.publication import allure
+from testops_evidence.publication.tree import is_empty_or_absent, write_new
+from testops_evidence.readers.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import canonical_json, fsync_dir, hand_over, sha256_bytes, write_once
 from testops_evidence.summaries import export as export_summary
@@ -207,7 +213,7 @@ def _run(ctx: PhaseContext) -> PhaseResult:
             **pass_rate_outputs(statistics),
         },
         summary=export_summary.render(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
-                         present, contract_row(ctx, contract), statistics),
+                         present, ctx.contract_row(contract), statistics),
         exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED, brief=True,
     )
 
@@ -252,7 +258,7 @@ def _workers(ctx: PhaseContext, contract: Any, cases: list[Case], run_attempt: i
 
 
 class RemoteCells:
-    """The ledger's cells of the selected remote cases (evidence/remote_cells.py) and what did not count."""
+    """The ledger's cells of the selected remote cases (campaign/remote_cells.py) and what did not count."""
 
     def __init__(self, path: Path, sha256: str | None, digest_given: bool, files: list[CellFile],
                  not_counted: list[remote_cells.NotCounted]) -> None:
@@ -331,10 +337,10 @@ def comparison_outputs(comparison: dict[str, Any] | None) -> dict[str, Any]:
     if comparison is None:
         return {"comparison": "", "regressions": [], "comparison-difference": ""}
     return {"comparison": comparison["state"], "regressions": comparison["regressions"],
-            "comparison-difference": previous.difference_output(comparison)}
+            "comparison-difference": difference_output(comparison)}
 
 
-# --- the campaign's pass rate with its uncertainty (evidence/stats.py) -----------------------------------------
+# --- the campaign's pass rate with its uncertainty (campaign/stats.py) -----------------------------------------
 
 
 def _statistics(rows: list[dict[str, Any]], contract: Contract) -> dict[str, Any]:
@@ -351,7 +357,7 @@ def pass_rate_outputs(statistics: Mapping[str, Any]) -> dict[str, Any]:
 
 def _judge_budget(contract: Any, cases: list[Case], bound: dict[Unit, BoundCell],
                   accounts: usage.Accounts) -> Judgement | None:
-    """The budget re-checked from the admitted cells (evidence/budget.py); None without a budget."""
+    """The budget re-checked from the admitted cells (campaign/budget.py); None without a budget."""
     if contract.budget is None:
         return None
     plan = plan_matrices(cases, contract.lanes, budget=contract.budget)

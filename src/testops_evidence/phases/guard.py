@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import __version__, summary
+from testops_evidence.campaign.compiled import GUARD_COMPILED, GUARD_RECEIPT, compiled_bytes
 from testops_evidence.context import (
     BindingCheck,
     RunContext,
@@ -29,7 +30,6 @@ from testops_evidence.context import (
 )
 from testops_evidence.contract import Contract
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.compiled import GUARD_COMPILED, GUARD_RECEIPT, compiled_bytes
 from testops_evidence.github_run import RunObject, request_policy
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import pretty_json, read_safe_path, sha256_bytes, write_once
@@ -128,7 +128,7 @@ def _receipt(contract: Contract, backend: str, operation: str, target_sha: str, 
         "campaign": contract.campaign,
         "contract-sha256": contract.digest,
         # The contract file's bytes and the compiled form written beside this receipt (a YAML contract only):
-        # select, run next in this job with guard-sha256, builds the contract from it (evidence/compiled.py).
+        # select, run next in this job with guard-sha256, builds the contract from it (campaign/compiled.py).
         "contract-file-sha256": contract.file_sha256,
         "contract-compiled-sha256": sha256_bytes(compiled) if compiled is not None else None,
         "contract-compiled-by": __version__ if compiled is not None else None,
@@ -146,7 +146,7 @@ def _write_receipt(ctx: PhaseContext, contract: Contract, document: dict[str, An
     """Write the compiled contract (a YAML contract) and the receipt, each once; the SHA-256 of the receipt's
     bytes. The same guard repeated (same run, same contract) finds its own files again, byte for byte, which is
     not a conflict; any other file under either name is refused before anything is written beside it, so the
-    bytes that hash to ``guard-sha256`` are always bytes this guard would write (evidence/compiled.py)."""
+    bytes that hash to ``guard-sha256`` are always bytes this guard would write (campaign/compiled.py)."""
     receipt = pretty_json(document)
     compiled = compiled_bytes(contract)
     wanted = [(RECEIPT, receipt)] + ([(GUARD_COMPILED, compiled)] if compiled is not None else [])

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import ledger as ledgers
-from testops_evidence import remote, summary
+from testops_evidence import summary
+from testops_evidence.campaign import ledger as ledgers
+from testops_evidence.campaign import remote
 from testops_evidence.contract import Contract, RemotePolicy
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.evidence.archive import extract_zip
+from testops_evidence.readers.archive import extract_zip
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import read_safe_path, sha256_bytes
 

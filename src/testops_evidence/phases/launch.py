@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from testops_evidence import summary
 from testops_evidence.errors import Refusal
-from testops_evidence.integers import ascii_int
+from testops_evidence.readers.integers import ascii_int
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.testops.client import testops_config
 from testops_evidence.testops.plans import resolve_plan, run_plan

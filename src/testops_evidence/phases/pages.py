@@ -9,7 +9,7 @@ scripts and per-case data included, is the one upload built. Its receipt must ha
 ``receipt-sha256`` that travelled as export's output and belong to this run and contract, its
 ``allure-results/`` must be exactly the receipt's files with the receipt's digests, and its report's
 statistics must equal the receipt's counts (``pages.publication``). Both digests are required inside
-Actions. Then :mod:`evidence.site` writes the
+Actions. Then :mod:`publication.site` writes the
 report into the checked-out Pages branch (``pages-dir``) as ``<campaign>/<run id>-<attempt>/``, keeps the
 newest ``pages-keep`` reports of the campaign and rewrites the indexes. Committing and pushing the branch
 is the workflow's (the campaign template's ``pages`` job); this phase needs no token and no network.
@@ -18,20 +18,19 @@ is the workflow's (the campaign template's ``pages`` job); this phase needs no t
 from __future__ import annotations
 
 from testops_evidence import summary, trust
+from testops_evidence.campaign.receipt import RECEIPT_LIMIT, bind_receipt, check_tree, load_bound_receipt
+from testops_evidence.campaign.selection import read_travelled
 from testops_evidence.context import RunContext, is_local, job_context
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.evidence import attestation, site
-from testops_evidence.evidence import report as report_tool
-from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.publication import (
+from testops_evidence.publication import attestation, site
+from testops_evidence.publication import report as report_tool
+from testops_evidence.publication.files import (
     RECEIPT_NAME,
     RESULTS_NAME,
     TREE_LIMIT,
     TREE_NAME,
     check_publication_tree,
 )
-from testops_evidence.evidence.receipt import RECEIPT_LIMIT, bind_receipt, check_tree, load_bound_receipt
-from testops_evidence.evidence.selection import read_travelled
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import write_atomic
 from testops_evidence.summaries import badge
@@ -125,7 +124,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                            else "whose digest was computed here (no report-tree-sha256 was given)")),
         ("kept", f"{len(done.kept)} of at most {keep} reports ({size / 1024 / 1024:.1f} MiB)"),
         ("removed", summary.join((summary.code(name) for name in done.removed), ", ") if done.removed else "none"),
-        ("contract", contract_row(ctx, contract)),
+        ("contract", ctx.contract_row(contract)),
     ]
     headline = (f"✅ The report of run {entry.run_number} (attempt {entry.attempt}) is on the Pages site: "
                 f"{len(done.kept)} report(s) kept, {len(done.removed)} removed by retention.")

@@ -28,8 +28,8 @@ from typing import Any
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
-from testops_evidence.evidence import report as report_tool
 from testops_evidence.interface import TOKEN_VARIABLES
+from testops_evidence.publication import report as report_tool
 from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
 
 # Variables that would make a phase believe it runs in GitHub Actions, or hand it a credential.

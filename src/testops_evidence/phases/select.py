@@ -21,13 +21,10 @@ from typing import Any
 
 from testops_evidence import summary
 from testops_evidence.backends import Outcome, SelectInputs
-from testops_evidence.context import RunContext, admit_backend
-from testops_evidence.contract import Case, Contract
-from testops_evidence.errors import Refusal
-from testops_evidence.evidence import catalog as catalog_filter
-from testops_evidence.evidence import previous
-from testops_evidence.evidence.compiled import compiled_bytes, compiled_path, contract_row, write_compiled
-from testops_evidence.evidence.matrix import (
+from testops_evidence.campaign import catalog as catalog_filter
+from testops_evidence.campaign import previous
+from testops_evidence.campaign.compiled import compiled_bytes, compiled_path, write_compiled
+from testops_evidence.campaign.matrix import (
     HOSTED_JOB_LIMIT_MINUTES,
     LANES,
     SELECT_OUTPUT_BUDGET,
@@ -36,15 +33,18 @@ from testops_evidence.evidence.matrix import (
     check_output_budget,
     plan_matrices,
 )
-from testops_evidence.evidence.receipt import RECEIPT_LIMIT
-from testops_evidence.evidence.selection import (
+from testops_evidence.campaign.receipt import RECEIPT_LIMIT
+from testops_evidence.campaign.selection import (
     build_selection,
     check_sha256,
     read_document_bytes,
     selection_bytes,
     write_selection,
 )
-from testops_evidence.evidence.workers import EXPORT_JOB, PUBLISH_JOB
+from testops_evidence.campaign.workers import EXPORT_JOB, PUBLISH_JOB
+from testops_evidence.context import RunContext, admit_backend
+from testops_evidence.contract import Case, Contract
+from testops_evidence.errors import Refusal
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import hand_over, sha256_bytes, write_once
 from testops_evidence.settings import parse_int
@@ -108,7 +108,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
 
     baseline_target = path.parent / str(baseline["receipt-file"]) if baseline_bytes is not None and baseline else None
     # The document parsed from a YAML contract, bound by the selection's contract-compiled-sha256: later
-    # phases build the contract from it instead of parsing the YAML again (evidence/compiled.py).
+    # phases build the contract from it instead of parsing the YAML again (campaign/compiled.py).
     compiled = compiled_bytes(contract)
     compiled_target = compiled_path(path) if compiled is not None else None
     for target in (path, compiled_target, catalog_target, baseline_target):
@@ -130,7 +130,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     headline = _headline(contract, outcome, plan)
     body = _previous_section(rerun, baseline, ctx.settings.string("compare-with")) + _summary(
         contract, outcome, plan, sizes, path, digest, catalog_target,
-        (contract_row(ctx, contract), summary.code(compiled_target) if compiled_target is not None else "—"))
+        (ctx.contract_row(contract), summary.code(compiled_target) if compiled_target is not None else "—"))
     return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
 
 

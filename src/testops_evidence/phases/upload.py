@@ -13,7 +13,7 @@ artifact: ``allure-results/``, its receipt, an Allure Report (``report``: auto, 
 history (``history.jsonl``) that the next run continues. The history comes from ``report-history`` (a file,
 e.g. from a Pages branch) or from the history artifact of the newest earlier run of this workflow on this
 branch (``history-artifact``) — only the artifact whose id and digest that run's ``publish`` job recorded in its
-step record (evidence/workers.py ``publish_reports``), since a worker could upload a history under a matching name
+step record (campaign/workers.py ``publish_reports``), since a worker could upload a history under a matching name
 and the trends show each case's earlier statuses; an earlier run's history that cannot be read or bound is reported
 and left out, never fatal.
 
@@ -28,13 +28,12 @@ from typing import Any
 
 from testops_evidence import summary, trust
 from testops_evidence.backends import PublishOptions, backend_class
+from testops_evidence.campaign import previous
+from testops_evidence.campaign.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
+from testops_evidence.campaign.workers import PUBLISH_JOB
 from testops_evidence.context import RunContext, job_context
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import previous
-from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, check_tree, default_receipt_path
-from testops_evidence.evidence.report import HISTORY_BYTES, read_history, report_mode
-from testops_evidence.evidence.workers import PUBLISH_JOB
+from testops_evidence.publication.report import HISTORY_BYTES, read_history, report_mode
 from testops_evidence.runner import PhaseContext, PhaseResult
 from testops_evidence.safeio import write_atomic
 
@@ -90,7 +89,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.runtime.annotate("warning", f"no HTML report was built: {report.get('reason')}; "
                              f"{report.get('remedy')}", title="upload.report")
     return PhaseResult(headline=published.headline, outputs=_outputs(published.record),
-                       summary=_publication_table(published.record, contract_row(ctx, ctx.contract())), brief=True)
+                       summary=_publication_table(published.record, ctx.contract_row(ctx.contract())), brief=True)
 
 
 # --- the files backend's report and its history -----------------------------------------------------------------
@@ -135,13 +134,13 @@ def _history(ctx: PhaseContext, live: RunContext) -> tuple[Path | None, str]:
 
 def _earlier_history(ctx: PhaseContext, live: RunContext, token: str, pattern: str) -> tuple[Path | None, str]:
     from testops_evidence import github_run
-    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+    from testops_evidence.readers.archive import ArchiveLimits, extract_zip
 
     policy = github_run.request_policy(ctx.env, ctx.sleep)
     workflow = Path(live.workflow_path).name
     # A name binds nothing: any job of that run that reached the runtime token could upload a history of its own
     # under a matching name, and its per-case statuses would show in this report's trends. The history is taken
-    # only from an artifact whose id and digest that run's publish job recorded (evidence/workers.py).
+    # only from an artifact whose id and digest that run's publish job recorded (campaign/workers.py).
     artifact = previous.recorded_earlier_artifact(live.api_url, token, live.repository, workflow, branch=live.branch,
                                                   before=live.run_id, pattern=pattern, job=PUBLISH_JOB, what="history",
                                                   code="upload.history", policy=policy)

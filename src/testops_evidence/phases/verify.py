@@ -18,15 +18,15 @@ from typing import Any
 
 from testops_evidence import __version__, github_checks, summary, trust
 from testops_evidence.backends import VerifyOptions
+from testops_evidence.campaign import previous, stats
+from testops_evidence.campaign.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
+from testops_evidence.campaign.usage import COST, show
 from testops_evidence.context import job_context, read_event
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal, input_error
-from testops_evidence.evidence import attestation, previous, stats
-from testops_evidence.evidence.compiled import contract_row
-from testops_evidence.evidence.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
-from testops_evidence.evidence.usage import COST, show
 from testops_evidence.github_run import request_policy
+from testops_evidence.publication import attestation
 from testops_evidence.runner import PhaseContext, PhaseResult
-from testops_evidence.summaries import campaign
+from testops_evidence.summaries import campaign as campaign_summary
 
 PUBLICATION = "upload.json"
 DEPTHS = ("page", "detail")
@@ -49,7 +49,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     all_passed = receipt.all_passed
     ctx.state.write_receipt("verify.json", {"backend": backend, "receipt-sha256": receipt.sha256,
                                             "verified-count": verified, "all-passed": all_passed, **facts})
-    # The attestation of what was published, from what (evidence/attestation.py): written only now that the
+    # The attestation of what was published, from what (publication/attestation.py): written only now that the
     # publication is proven; the predicate alone too, for actions/attest to sign.
     statement = attestation.statement(receipt, publication, str(receipt.document["results-dir"]),
                                       version=__version__)
@@ -62,7 +62,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 "case passed.")
     cost = receipt.cost_outputs()
     rows = [("backend", backend), ("verified", verified), ("export receipt sha256", summary.code(receipt.sha256)),
-            ("contract", contract_row(ctx, ctx.contract())),
+            ("contract", ctx.contract_row(ctx.contract())),
             ("attestation", summary.Markdown(f"{summary.code(statement_path)} (in-toto Statement v1, "
                                              f"{len(statement['subject'])} subjects)")),
             ("cost", show(COST, receipt.cost())),
@@ -75,8 +75,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if isinstance(comparison, dict):
         details += previous.render(comparison)
         details += previous.render_trend(previous.trend_of(receipt.document))
-    body: str = campaign.render(receipt.document, _links(receipt, publication), details=details)
-    posted = _post(ctx, receipt, campaign.render(receipt.document, _links(receipt, publication)))
+    body: str = campaign_summary.render(receipt.document, _links(receipt, publication), details=details)
+    posted = _post(ctx, receipt, campaign_summary.render(receipt.document, _links(receipt, publication)))
     if posted:
         body += "\n" + summary.table(("posted", "where"), posted)
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
@@ -113,7 +113,7 @@ def _publication(ctx: PhaseContext, receipt: Receipt) -> dict[str, Any]:
     return publication
 
 
-def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign.Links:
+def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign_summary.Links:
     """The report (the TestOps launch or the files publication's HTML report) and the run's page; a local run
     has no page on GitHub, so it links none."""
     context = receipt.document["context"]
@@ -122,7 +122,7 @@ def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign.Links:
     url = publication.get("launch-url")
     shown = url if isinstance(url, str) and url.startswith(("http://", "https://")) else index
     run_url = context.get("run-url")
-    return campaign.Links(report=shown if isinstance(shown, str) else None,
+    return campaign_summary.Links(report=shown if isinstance(shown, str) else None,
                           run=None if context.get("local") or not isinstance(run_url, str) else run_url)
 
 
@@ -144,14 +144,14 @@ def _post(ctx: PhaseContext, receipt: Receipt, text: str) -> list[tuple[str, sum
     api_url = (ctx.env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
     policy = request_policy(ctx.env, ctx.sleep)
     repository = str(context["repository"])
-    verdict = campaign.verdict_of(receipt.document)
+    verdict = campaign_summary.verdict_of(receipt.document)
     posted: list[tuple[str, summary.Markdown]] = []
     if "check-run" in wanted:
         contract_path = str(ctx.settings.path("contract") or ".github/testops-evidence.yml")
         with ctx.runtime.group(f"check run on {context['head-sha']}"):
             check = github_checks.create_check_run(
                 api_url, token, repository, str(context["head-sha"]), title=verdict.sentence(), summary=text,
-                conclusion=verdict.conclusion, annotations=campaign.case_annotations(receipt.document, contract_path),
+                conclusion=verdict.conclusion, annotations=campaign_summary.case_annotations(receipt.document, contract_path),
                 details_url=str(context.get("run-url") or ""), policy=policy)
         posted.append(("check run", summary.link(f"#{check.id}", check.url)))
     if "pr-comment" in wanted:

@@ -5,7 +5,7 @@
     testops-evidence verify-attestation --attestation state/publication.intoto.json --published state/published
     testops-evidence verify-attestation --attestation publication.intoto.json --published .   # a results artifact
 
-Reads the in-toto Statement that ``verify`` wrote (``evidence/attestation.py``), re-hashes every subject
+Reads the in-toto Statement that ``verify`` wrote (``publication/attestation.py``), re-hashes every subject
 — the export receipt, each published result file and (files backend) the publication's manifest — below
 ``--published``, checks that the predicate's receipt digest is the receipt's, and refuses a directory that holds
 anything the statement does not bind (``io.extra_file``): an auditor opens the report page beside the results. It needs no token and no network. The summary shows what the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from testops_evidence import summary
 from testops_evidence.errors import input_error
-from testops_evidence.evidence import attestation
+from testops_evidence.publication import attestation
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 

@@ -6,7 +6,7 @@ Here: the ``selection-sha256`` input must be 64 lowercase hex; the file's exact 
 (``selection.digest``); the document must match its schema, the contract (digest, campaign, profile,
 every case row byte for byte) and the live run context (``selection.context``).
 
-First the fast gate (:mod:`evidence.gate`) tries to accept by digests alone: the selection's bytes hash
+First the fast gate (:mod:`campaign.gate`) tries to accept by digests alone: the selection's bytes hash
 to ``selection-sha256``, the contract file's bytes hash to the ``contract-file-sha256`` that select
 recorded, and the recorded run context binds to this job's runner variables. It only ever accepts;
 whenever it cannot, the full verification above runs and decides, with the same refusals as before.
@@ -18,11 +18,11 @@ context outside Actions). A test asserts that neither ``requests`` nor ``github`
 from __future__ import annotations
 
 from testops_evidence import summary
-from testops_evidence.evidence.gate import verify_by_digests
+from testops_evidence.campaign.gate import verify_by_digests
 from testops_evidence.runner import PhaseContext, PhaseResult
 
 # The success path of this phase starts every matrix job: it imports only the fast gate (see
-# evidence/gate.py); the full verification and its imports (the contract reader, jsonschema, ...) load only when
+# campaign/gate.py); the full verification and its imports (the contract reader, jsonschema, ...) load only when
 # the gate cannot decide (tests/test_startup_imports.py, benchmarks/run.py --only startup).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _verify_fully(ctx: PhaseContext) -> PhaseResult:
     it to this run; every refusal of this phase comes from here."""
     from pathlib import Path
 
-    from testops_evidence.evidence.selection import check_sha256, load_selection, validate_against, worker_context
+    from testops_evidence.campaign.selection import check_sha256, load_selection, validate_against, worker_context
 
     expected = check_sha256(ctx.settings.string("selection-sha256"))
     path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)

@@ -3,8 +3,8 @@
 One rendering of a verified receipt for every place a person looks for the campaign's result: verify's step
 summary (the publish job, the campaign template's last results job), the check run on the tested commit and
 the sticky pull-request comment (``github_checks.py``). Everything shown comes from the export receipt
-(``evidence/receipt.py``, its statistics and comparison blocks computed by ``evidence/stats.py`` and
-``evidence/previous.py``) and the publication record; every value that came from outside (a case key, a
+(``campaign/receipt.py``, its statistics and comparison blocks computed by ``campaign/stats.py`` and
+``campaign/previous.py``) and the publication record; every value that came from outside (a case key, a
 title, a link) reaches the Markdown through :mod:`testops_evidence.md`.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from testops_evidence import md
-from testops_evidence.evidence import stats
-from testops_evidence.evidence.usage import COST, Figure, show
+from testops_evidence.campaign import stats
+from testops_evidence.campaign.usage import COST, Figure, show
 
 # How many cases that did not pass the summary lists by name (the receipt and the report hold them all).
 LISTED = 50

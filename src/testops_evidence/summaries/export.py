@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from testops_evidence import summary
-from testops_evidence.evidence import previous, remote_cells, stats, usage
-from testops_evidence.evidence.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement
-from testops_evidence.evidence.cells import CellFile
-from testops_evidence.evidence.selection import Selection
-from testops_evidence.evidence.trials import CaseOutcome
+from testops_evidence.campaign import previous, remote_cells, stats, usage
+from testops_evidence.campaign.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement
+from testops_evidence.campaign.cells import CellFile
+from testops_evidence.campaign.selection import Selection
+from testops_evidence.campaign.trials import CaseOutcome
 
 
 class WorkerArtifacts(Protocol):

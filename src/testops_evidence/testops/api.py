@@ -199,7 +199,7 @@ def find_job(client: TestOpsClient, project_id: int, external_id: str) -> int | 
 
 
 def job_run_plan(client: TestOpsClient, job_run_id: int) -> Any:
-    """The rows TestOps planned for the job run (parsed by ``evidence.testplan.parse_jobrun_plan``)."""
+    """The rows TestOps planned for the job run (parsed by ``readers.testplan.parse_jobrun_plan``)."""
     return client.get(f"/jobrun/{job_run_id}/plan", {"expected": "true"})
 
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from testops_evidence.campaign.selection import TestOpsBinding
 from testops_evidence.context import RunContext
 from testops_evidence.contract import Contract
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.selection import TestOpsBinding
 from testops_evidence.safeio import read_safe_path
 from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient
@@ -208,6 +208,6 @@ def bind_job_run(client: TestOpsClient, contract: Contract, live: RunContext, jo
 
 def planned_rows(client: TestOpsClient, job_run_id: int) -> Sequence[Any]:
     """The job run's planned rows, parsed (``selection.*`` refusals for a malformed plan)."""
-    from testops_evidence.evidence.testplan import parse_jobrun_plan
+    from testops_evidence.readers.testplan import parse_jobrun_plan
 
     return parse_jobrun_plan(api.job_run_plan(client, job_run_id))

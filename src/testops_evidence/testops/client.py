@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.integers import INT64_MAX, ascii_int, header_int
+from testops_evidence.readers.integers import INT64_MAX, ascii_int, header_int
 from testops_evidence.redact import clip, scrub
 from testops_evidence.safeio import loads_json
 

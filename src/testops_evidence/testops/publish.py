@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testops_evidence.campaign.receipt import Receipt, verified_bytes
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.publication import CHUNK_SIZE, bundle_name, bundle_parts, chunks, result_dto
-from testops_evidence.evidence.receipt import Receipt, verified_bytes
+from testops_evidence.publication.files import CHUNK_SIZE, bundle_name, bundle_parts, chunks, result_dto
 from testops_evidence.safeio import parse_json_bytes, sha256_bytes
 from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient, expect_id, expect_object

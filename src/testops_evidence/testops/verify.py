@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from testops_evidence.campaign.receipt import Receipt
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.receipt import Receipt
 from testops_evidence.testops import api
 from testops_evidence.testops.client import TestOpsClient
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
-from testops_evidence.evidence.adapters.frameworks import (
+from testops_evidence.readers.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
+from testops_evidence.readers.adapters.frameworks import (
     FrameworkRun,
     Unit,
     check_version,
@@ -32,7 +32,7 @@ from testops_evidence.evidence.adapters.frameworks import (
     load_json,
     time_ms,
 )
-from testops_evidence.evidence.archive import MIB
+from testops_evidence.readers.archive import MIB
 
 TOOL = "promptfoo results"
 SUPPORTED_VERSIONS = (3,)

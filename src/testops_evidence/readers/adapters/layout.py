@@ -46,14 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from testops_evidence import collector
-from testops_evidence.contract import Case
-from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import Outcome, promptfoo
-from testops_evidence.evidence.adapters import inspect_log as inspect
-from testops_evidence.evidence.adapters.allure_results import RESULT_LIMIT, parse_results
-from testops_evidence.evidence.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
-from testops_evidence.evidence.adapters.junit import JUNIT_LIMIT, parse_junit
-from testops_evidence.evidence.cells import (
+from testops_evidence.campaign.cells import (
     CASE_KEY_RE,
     CELL_LIMIT,
     CellFile,
@@ -61,7 +54,14 @@ from testops_evidence.evidence.cells import (
     adapted_cell,
     is_case_scoped,
 )
-from testops_evidence.evidence.tree import Entry, check_exact, list_dir
+from testops_evidence.contract import Case
+from testops_evidence.errors import Refusal
+from testops_evidence.publication.tree import Entry, check_exact, list_dir
+from testops_evidence.readers.adapters import Outcome, promptfoo
+from testops_evidence.readers.adapters import inspect_log as inspect
+from testops_evidence.readers.adapters.allure_results import RESULT_LIMIT, parse_results
+from testops_evidence.readers.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
+from testops_evidence.readers.adapters.junit import JUNIT_LIMIT, parse_junit
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
 
 ALLURE_DIR = "allure-results"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.integers import ascii_int
+from testops_evidence.readers.integers import ascii_int
 from testops_evidence.safeio import loads_json
 
 ALLURE_TOOL = Path(".tools") / "allure" / "node_modules" / ".bin" / "allure"

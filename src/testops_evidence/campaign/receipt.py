@@ -18,7 +18,7 @@ from typing import Any
 
 from testops_evidence.contract import validate_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.tree import check_exact
+from testops_evidence.publication.tree import check_exact
 from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 RECEIPT_SCHEMA = "testops-evidence/export-receipt/v1"
@@ -61,7 +61,7 @@ class Receipt:
 
     def cost(self) -> Any:
         """The campaign's cost total (a :class:`usage.Figure`), unavailable when the receipt has none."""
-        from testops_evidence.evidence.usage import COST, MISSING, Figure
+        from testops_evidence.campaign.usage import COST, MISSING, Figure
 
         block = self.document.get("usage") or {}
         cost = (block.get("campaign") or {}).get(COST)
@@ -76,8 +76,6 @@ class Receipt:
 
     def comparison_outputs(self) -> dict[str, Any]:
         """``comparison``, ``regressions`` and ``comparison-difference`` as export output them, from the receipt."""
-        from testops_evidence.evidence.previous import difference_output
-
         block = self.document.get("comparison")
         if not isinstance(block, Mapping):
             return {"comparison": "", "regressions": [], "comparison-difference": ""}
@@ -86,7 +84,7 @@ class Receipt:
 
     def statistics_outputs(self) -> dict[str, str]:
         """``pass-rate`` and ``pass-rate-ci`` as export output them (empty from a receipt without statistics)."""
-        from testops_evidence.evidence.stats import pass_rate_outputs
+        from testops_evidence.campaign.stats import pass_rate_outputs
 
         block = self.document.get("statistics")
         return pass_rate_outputs(block if isinstance(block, Mapping) else {})
@@ -184,7 +182,7 @@ def _check_trials(row: Mapping[str, Any], path: str) -> None:
     policy = row.get("policy")
     if not trials and policy is None and "pass-rate" not in row:
         return
-    from testops_evidence.evidence.trials import policy_status  # here: most rows are of cases measured once
+    from testops_evidence.campaign.trials import policy_status  # here: most rows are of cases measured once
     if not trials or policy is None or "pass-rate" not in row:
         raise _refuse(f"the export receipt {path} row {row['key']!r} has trials without a policy, or a policy "
                       "without trials", field=f"{row['key']}/trials", expected="policy, pass-rate and trials together",
@@ -212,7 +210,7 @@ def _check_trials(row: Mapping[str, Any], path: str) -> None:
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:
     """Read a receipt that crossed jobs: no links, size-capped, schema-valid and self-consistent."""
-    from testops_evidence.evidence.selection import read_document_bytes
+    from testops_evidence.campaign.selection import read_document_bytes
 
     data = read_document_bytes(path, RECEIPT_LIMIT)
     return receipt_from_bytes(data, os.fspath(path))
@@ -269,7 +267,7 @@ def load_bound_receipt(path: str | os.PathLike[str], expected_sha256: str) -> Re
     """The receipt, whose exact bytes must hash to the ``receipt-sha256`` export output (``export.receipt_digest``):
     that digest travelled as a job output, outside the artifact that carried the file, so a receipt with rows
     dropped or a status changed — even with every file digest recomputed — is refused before it is parsed."""
-    from testops_evidence.evidence.selection import check_sha256, read_document_bytes
+    from testops_evidence.campaign.selection import check_sha256, read_document_bytes
 
     expected = check_sha256(expected_sha256, "receipt-sha256")
     data = read_document_bytes(path, RECEIPT_LIMIT)
@@ -318,7 +316,7 @@ class AdmittedReceipt:
     """A receipt bound across jobs: its digest, its selection and the run (what upload and verify start from)."""
 
     receipt: Receipt
-    selection: Any  # evidence.selection.Selection
+    selection: Any  # campaign.selection.Selection
     receipt_digest_given: bool
     selection_digest_given: bool
 
@@ -335,7 +333,7 @@ def admit_receipt(receipt_path: str | os.PathLike[str], receipt_sha256: str | No
     3. the receipt against the selection: same digest, campaign, contract, run, binding and profile, one row
        per selected case in order (``export.receipt``), and against this run and backend (:func:`bind_receipt`).
     """
-    from testops_evidence.evidence.selection import load_selection, read_travelled, validate_against
+    from testops_evidence.campaign.selection import load_selection, read_travelled, validate_against
 
     receipt_digest, receipt_given = read_travelled(receipt_path, receipt_sha256, in_actions=in_actions,
                                                    name="receipt-sha256", limit=RECEIPT_LIMIT)
@@ -347,3 +345,11 @@ def admit_receipt(receipt_path: str | os.PathLike[str], receipt_sha256: str | No
     bind_receipt(receipt, campaign=contract.campaign, contract_sha256=contract.digest,
                  live=live.binding_fields(), backend=backend)
     return AdmittedReceipt(receipt, selection, receipt_given, selection_given)
+
+
+def difference_output(block: Mapping[str, Any] | None) -> str:
+    """The ``comparison-difference`` output: the paired difference as one line of JSON, empty when none."""
+    import json
+
+    difference = block.get("difference") if block else None
+    return json.dumps(difference, separators=(",", ":"), sort_keys=True) if difference else ""

@@ -39,7 +39,7 @@ import contextlib
 import re
 from typing import Any, NoReturn
 
-from testops_evidence.strictjson import INT_MAX, INT_MIN, pointer_of
+from testops_evidence.readers.strictjson import INT_MAX, INT_MIN, pointer_of
 
 MAX_VALUES = 300_000  # a 10,000-case contract holds about 150,000; 4 MiB of cases, about 250,000
 MAX_DEPTH = 64

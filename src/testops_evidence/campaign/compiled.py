@@ -55,8 +55,6 @@ from testops_evidence.safeio import sha256_bytes, write_once
 
 if TYPE_CHECKING:
     from testops_evidence.contract import Contract
-    from testops_evidence.md import Markdown
-    from testops_evidence.runner import PhaseContext
 
 SUFFIX = "-contract.json"
 # The compiled form of a contract within contract.CONTRACT_LIMIT (4 MiB of YAML) without aliases is at most a
@@ -123,7 +121,7 @@ def load_compiled(contract_path: str | os.PathLike[str], selection_path: str | o
 
 
 def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | None) -> tuple[Contract | None, str]:
-    from testops_evidence.evidence.gate import SELECTION_LIMIT, read_document_bytes, selection_head
+    from testops_evidence.campaign.gate import SELECTION_LIMIT, read_document_bytes, selection_head
 
     if travelled is None:
         return None, "no selection-sha256 travelled"
@@ -148,8 +146,8 @@ def load_guarded(contract_path: str | os.PathLike[str], state_path: str | os.Pat
 
 
 def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[Contract | None, str]:
-    from testops_evidence import strictjson
-    from testops_evidence.evidence.gate import read_document_bytes
+    from testops_evidence.campaign.gate import read_document_bytes
+    from testops_evidence.readers import strictjson
 
     if travelled is None:
         return None, "no guard-sha256 given"
@@ -167,9 +165,10 @@ def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[
 def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) -> tuple[Contract | None, str]:
     """The contract of a compiled file, when the digests of a bound document (the selection, guard's receipt)
     tie it to this contract file: the file's bytes (F), the compiled bytes (K) and the canonical contract (C)."""
-    from testops_evidence import __version__, strictjson
+    from testops_evidence import __version__
+    from testops_evidence.campaign.gate import read_document_bytes
     from testops_evidence.contract import CONTRACT_LIMIT, contract_from_document
-    from testops_evidence.evidence.gate import read_document_bytes
+    from testops_evidence.readers import strictjson
     from testops_evidence.safeio import read_safe_path
 
     recorded = {name: document.get(f"contract-{name}-sha256") for name in ("file", "compiled")}
@@ -196,12 +195,3 @@ def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) ->
 
 
 _BINDER = {"select": "selection", "guard": "guard receipt"}
-
-
-def contract_row(ctx: PhaseContext, contract: Contract) -> Markdown:
-    """The summary row that says how this phase obtained the contract: select's compiled form, or a parse."""
-    from testops_evidence.md import Markdown, code
-
-    if ctx.contract_compiled_by is not None:
-        return Markdown(f"compiled by {ctx.contract_compiled_by}, bound by digest")
-    return Markdown("parsed from " + code(contract.source_path))

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from math import sqrt
 
+from testops_evidence.campaign.cells import BEHAVIOR, INVALID, PASSED, BoundCell, Verdict, verdict
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import BEHAVIOR, INVALID, PASSED, BoundCell, Verdict, verdict
 
 TRIALS_INCOMPLETE = "trials_incomplete"
 # Refusals of a trial's cell that catch a forged claim: the case they occur in cannot be passed.

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence import __version__
+from testops_evidence.campaign.compiled import compiled_bytes
+from testops_evidence.campaign.gate import (
+    read_document_bytes as read_document_bytes,  # re-exported: phases import it here
+)
 from testops_evidence.context import RunContext, check_same_run, job_context
 from testops_evidence.contract import Case, Contract, validate_document
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.compiled import compiled_bytes
-from testops_evidence.evidence.gate import (
-    read_document_bytes as read_document_bytes,  # re-exported: phases import it here
-)
 from testops_evidence.safeio import canonical_json, canonical_text, parse_json_bytes, sha256_bytes, write_once
 
 SCHEMA_ID = "testops-evidence/selection/v1"
@@ -131,7 +131,7 @@ def build_selection(
 
 
 def case_index(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a worker needs to know of the rows without reading them (:mod:`evidence.gate`): how many there are,
+    """What a worker needs to know of the rows without reading them (:mod:`campaign.gate`): how many there are,
     how many per lane, and the length in characters of the ``cases`` value as written (its canonical JSON), so a
     reader of the digest-checked bytes can step over it. Sorted keys put ``case-index`` just before ``cases``."""
     import json

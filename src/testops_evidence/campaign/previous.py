@@ -10,7 +10,7 @@ case with its status, its trials and its usage, bound to its selection, contract
   run's publication (or a file). It is *bound*: its contract digest, profile and commit are recorded, and a
   baseline of another contract or profile is reported as **not comparable** rather than compared. The
   comparison says how the campaign pass rate changed (the paired difference over the cases both measured,
-  evidence/stats.py), which cases are newly failing, fixed, still failing, new or no longer selected, which
+  campaign/stats.py), which cases are newly failing, fixed, still failing, new or no longer selected, which
   cases changed their pass rate beyond noise, and how the cost changed.
 
 **Pass rate beyond noise.** Both pass rates are ``passed / (passed + failed)`` of a case's trials (a case
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from math import sqrt
 from typing import Any
 
+from testops_evidence.campaign import stats
+from testops_evidence.campaign.receipt import Receipt, receipt_from_bytes, trial_rows
+from testops_evidence.campaign.trials import wilson
 from testops_evidence.contract import Case, StatisticsPolicy
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import stats
-from testops_evidence.evidence.receipt import Receipt, receipt_from_bytes, trial_rows
-from testops_evidence.evidence.trials import wilson
 from testops_evidence.safeio import sha256_bytes
 
 PASSED = "passed"
@@ -306,7 +306,7 @@ ARTIFACT_BYTES = 512 * 1024 * 1024
 
 def receipts_in_zip(data: bytes) -> list[tuple[str, bytes]]:
     """The export receipts at the top of an artifact's zip (``*-receipt.json``), checked like any archive."""
-    from testops_evidence.evidence.archive import ArchiveLimits, extract_zip
+    from testops_evidence.readers.archive import ArchiveLimits, extract_zip
 
     limits = ArchiveLimits(max_entries=200_000, max_entry_bytes=256 * 1024 * 1024,
                            max_total_bytes=4 * 1024 * 1024 * 1024)
@@ -316,8 +316,8 @@ def receipts_in_zip(data: bytes) -> list[tuple[str, bytes]]:
 
 def receipts_in_dir(directory: Any) -> list[tuple[str, bytes]]:
     """The export receipts at the top of a directory (read without following links, size-capped)."""
-    from testops_evidence.evidence.receipt import RECEIPT_LIMIT
-    from testops_evidence.evidence.tree import list_dir
+    from testops_evidence.campaign.receipt import RECEIPT_LIMIT
+    from testops_evidence.publication.tree import list_dir
     from testops_evidence.safeio import read_safe
 
     return [(entry.name, read_safe(directory, entry.name, limit=RECEIPT_LIMIT)) for entry in list_dir(directory)
@@ -356,11 +356,11 @@ def recorded_earlier_artifact(api_url: str, token: str, repository: str, workflo
                               pattern: str, job: str, what: str, code: str, policy: Any) -> Any | None:
     """The artifact named like ``pattern`` of the newest earlier completed run of ``workflow`` on ``branch`` that has
     one, bound by identity: only an artifact whose id and digest that run's job ``job`` recorded as its upload of
-    ``what`` (evidence/workers.py :func:`recorded_uploads`). None when no run has such an artifact; ``code`` when the
+    ``what`` (campaign/workers.py :func:`recorded_uploads`). None when no run has such an artifact; ``code`` when the
     run has some but its ``job`` recorded none of them (another job uploaded them, or the run's workflow predates
     the record)."""
     from testops_evidence import github_run
-    from testops_evidence.evidence.workers import recorded_uploads, upload_report_prefix
+    from testops_evidence.campaign.workers import recorded_uploads, upload_report_prefix
 
     earlier = github_run.earlier_artifacts(api_url, token, repository, workflow, branch=branch, before=before,
                                            pattern=pattern, policy=policy)
@@ -439,13 +439,6 @@ def difference_line(difference: Mapping[str, Any] | None) -> str:
     return line + (f"; not paired: {shown}" if shown else "") + ".\n\n"
 
 
-def difference_output(block: Mapping[str, Any] | None) -> str:
-    """The ``comparison-difference`` output: the paired difference as one line of JSON, empty when none."""
-    import json
-
-    difference = block.get("difference") if block else None
-    return json.dumps(difference, separators=(",", ":"), sort_keys=True) if difference else ""
-
 STATES = ("compared", "not-comparable", "no-baseline")
 
 
@@ -462,7 +455,7 @@ def comparison_block(baseline: Mapping[str, Any] | None, result: Mapping[str, An
 def render(block: Mapping[str, Any], limit: int = 50) -> str:
     """The summary section of a comparison (export and verify show the same)."""
     from testops_evidence import md
-    from testops_evidence.evidence.usage import Figure, show
+    from testops_evidence.campaign.usage import Figure, show
 
     baseline = block.get("baseline")
     if block["state"] == "no-baseline":

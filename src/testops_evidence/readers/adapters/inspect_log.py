@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
-from testops_evidence.evidence.adapters.frameworks import (
+from testops_evidence.readers.adapters import ERROR, FAILED, MISSING, PASSED, Outcome, short_message
+from testops_evidence.readers.adapters.frameworks import (
     FrameworkRun,
     Unit,
     check_version,
@@ -46,8 +46,8 @@ from testops_evidence.evidence.adapters.frameworks import (
     time_ms,
     value_bound,
 )
-from testops_evidence.evidence.archive import MIB, ArchiveLimits, extract_zip
-from testops_evidence.integers import ascii_int
+from testops_evidence.readers.archive import MIB, ArchiveLimits, extract_zip
+from testops_evidence.readers.integers import ascii_int
 
 TOOL = "Inspect AI log"
 SUPPORTED_VERSIONS = (2,)

@@ -16,7 +16,7 @@ Checks, and why:
   directory;
 * types: no symbolic links or other special files (Unix mode bits in ``external_attr``), no encrypted
   entries, only the *stored* and *deflated* methods (and *Zstandard*, method 93, where the caller allows
-  it: Inspect AI's ``.eval`` logs; decoded by :mod:`testops_evidence.evidence.zstd`, the local header's
+  it: Inspect AI's ``.eval`` logs; decoded by :mod:`testops_evidence.readers.zstd`, the local header's
   name checked against the central directory's, the CRC-32 checked like zipfile checks it);
 * sizes: per-entry and total uncompressed caps on the declared sizes of every entry, a compression-ratio
   cap against zip bombs, and the bytes actually inflated are counted again (declared sizes are data).
@@ -263,7 +263,7 @@ def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes
 
 def _inflate_zstandard(data: bytes, info: zipfile.ZipInfo, cap: int) -> bytes:
     """A Zstandard entry: zipfile cannot open it before Python 3.14, so its local header is read here."""
-    from testops_evidence.evidence.zstd import ZstdError, decompress
+    from testops_evidence.readers.zstd import ZstdError, decompress
 
     offset = info.header_offset
     if data[offset:offset + 4] != _LOCAL:

@@ -32,7 +32,7 @@ from typing import Any
 
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import Outcome, build_cell
+from testops_evidence.readers.adapters import Outcome, build_cell
 
 REPORTED, PARTIAL, ABSENT = "reported", "partial", "absent"
 # Counters are non-negative integers below 2**53: what every JSON reader keeps exactly.
@@ -189,7 +189,7 @@ def load_json(data: bytes, tool: str, source: str, *, constants: bool = False,
     nothing else beyond it: Inspect AI writes them on purpose for undefined metrics (its log model
     serialises non-finite floats as constants); they never count as a pass. A document that may hold
     more than ``max_values`` values is ``export.log_budget`` before it is parsed."""
-    from testops_evidence import strictjson
+    from testops_evidence.readers import strictjson
 
     values = value_bound(data)
     if values > max_values:

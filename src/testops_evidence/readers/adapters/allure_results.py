@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from testops_evidence.readers.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
 from testops_evidence.safeio import parse_json_bytes
 
 RESULT_LIMIT = 8 * 1024 * 1024

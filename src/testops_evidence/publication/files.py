@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from testops_evidence.campaign.receipt import Receipt, verified_bytes
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.receipt import Receipt, verified_bytes
-from testops_evidence.evidence.tree import check_exact, hash_file, walk_files, write_new
+from testops_evidence.publication.tree import check_exact, hash_file, walk_files, write_new
 from testops_evidence.safeio import canonical_json, fsync_dir, parse_json_bytes, read_safe, sha256_bytes
 
 CHUNK_SIZE = 100  # results per upload request, as Allure 3 and allurectl send them

@@ -25,7 +25,7 @@ Matrix rows (keys are kebab-case; read them as ``matrix['timeout-minutes']`` or 
   in order), ``lane``, ``credentials`` (union, sorted), ``timeout-minutes`` (sum).
 
 With a contract ``budget`` every row also has ``budget``: ``job`` (its share of each campaign cap, in
-proportion to the trials it runs) and ``trial`` (the cap of each trial) — evidence/budget.py.
+proportion to the trials it runs) and ``trial`` (the cap of each trial) — campaign/budget.py.
 
 A row that runs a case measured more than once also has ``trials``: a list parallel to ``keys`` with
 the trial ordinals the job runs for each key (a row without ``trials`` runs trial 1 of each key), and

@@ -19,10 +19,10 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from testops_evidence import md
+from testops_evidence.campaign.cells import BoundCell, CellResult, Verdict
+from testops_evidence.campaign.trials import CaseOutcome, percent
+from testops_evidence.campaign.usage import COST, Figure
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import BoundCell, CellResult, Verdict
-from testops_evidence.evidence.trials import CaseOutcome, percent
-from testops_evidence.evidence.usage import COST, Figure
 
 FRAMEWORK = "testops-evidence"
 EVIDENCE_SCHEMA = "testops-evidence/evidence/v1"

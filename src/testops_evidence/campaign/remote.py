@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from testops_evidence.campaign import cells
 from testops_evidence.contract import Contract, RemotePolicy, schema_errors
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence import cells
-from testops_evidence.evidence.archive import Archive, ArchiveFile
+from testops_evidence.readers.archive import Archive, ArchiveFile
 from testops_evidence.safeio import parse_json_bytes, sha256_bytes
 
 INTENT_SCHEMA = "testops-evidence/import-intent/v1"
@@ -176,7 +176,7 @@ def _validate(schema: str, document: Any, code: str, what: str, base: str = "") 
 
 @contextmanager
 def _recoded(code: str, what: str) -> Iterator[None]:
-    """Re-code a refusal of a shared rule (evidence.cells speaks `export.*`) as this phase's ``code``."""
+    """Re-code a refusal of a shared rule (campaign.cells speaks `export.*`) as this phase's ``code``."""
     try:
         yield
     except Refusal as exc:

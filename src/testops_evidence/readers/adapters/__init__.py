@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from testops_evidence.campaign.cells import CELL_SCHEMA, LATEST, TIME_RANGE, format_time
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.cells import CELL_SCHEMA, LATEST, TIME_RANGE, format_time
 
 LATEST_MS = int(LATEST.timestamp() * 1000)
 

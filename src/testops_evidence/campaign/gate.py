@@ -1,7 +1,7 @@
 """The worker's fast gate: accept a selection by digests alone, before any case runs.
 
 ``verify-selection`` runs at the start of every matrix job, so its start-up is paid once per case. The
-full verification (:mod:`evidence.selection`) parses the YAML contract (:mod:`yamlread`), validates the
+full verification (:mod:`campaign.selection`) parses the YAML contract (:mod:`yamlread`), validates the
 selection against its schema and compares every row with the contract — about 100 ms of imports and work
 for what digests already prove:
 
@@ -34,7 +34,7 @@ import os
 import sys
 
 from testops_evidence.errors import Refusal
-from testops_evidence.integers import ascii_int
+from testops_evidence.readers.integers import ascii_int
 from testops_evidence.safeio import read_safe, sha256_bytes
 
 TYPE_CHECKING = False
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SELECTION_SCHEMA = "testops-evidence/selection/v1"
-SELECTION_LIMIT = 64 * 1024 * 1024  # = evidence.selection.SELECTION_LIMIT (a test keeps them equal)
+SELECTION_LIMIT = 64 * 1024 * 1024  # = campaign.selection.SELECTION_LIMIT (a test keeps them equal)
 CONTRACT_LIMIT = 4 * 1024 * 1024  # = contract.CONTRACT_LIMIT
 DEFAULT_CONTRACT = ".github/testops-evidence.yml"
 _HEX = frozenset("0123456789abcdef")

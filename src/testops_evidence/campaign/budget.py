@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
+from testops_evidence.campaign.cells import Verdict
+from testops_evidence.campaign.matrix import MatrixPlan, Unit, budget_row
+from testops_evidence.campaign.usage import PARTIAL, Figure
 from testops_evidence.contract import Budget
-from testops_evidence.evidence.cells import Verdict
-from testops_evidence.evidence.matrix import MatrixPlan, Unit, budget_row
-from testops_evidence.evidence.usage import PARTIAL, Figure
 
 EXHAUSTED = "budget.exhausted"
 EXCEEDED = "budget.exceeded"

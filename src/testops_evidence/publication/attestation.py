@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.publication import TREE_NAME, check_publication_tree
-from testops_evidence.evidence.tree import check_exact, list_dir, refuse_extra
+from testops_evidence.publication.files import TREE_NAME, check_publication_tree
+from testops_evidence.publication.tree import check_exact, list_dir, refuse_extra
 from testops_evidence.safeio import parse_json_bytes, read_safe, sha256_bytes
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -88,7 +88,7 @@ def _refuse(message: str, **details: Any) -> Refusal:
 
 
 def load_statement(path: str | os.PathLike[str]) -> dict[str, Any]:
-    from testops_evidence.evidence.selection import read_document_bytes
+    from testops_evidence.campaign.selection import read_document_bytes
 
     document = parse_json_bytes(read_document_bytes(path, STATEMENT_LIMIT), f"the attestation {os.fspath(path)}")
     if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:

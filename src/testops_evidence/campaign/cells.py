@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from testops_evidence import collector
+from testops_evidence.campaign.usage import Figure, cell_figures
 from testops_evidence.contract import Case, validate_document
 from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
-from testops_evidence.evidence.usage import Figure, cell_figures
 from testops_evidence.safeio import canonical_json, parse_json_bytes, read_safe, sha256_bytes
 
 CELL_SCHEMA = "testops-evidence/cell-result/v2"

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from testops_evidence.campaign.cells import CELL_SCHEMA, CellFile, adapted_cell
+from testops_evidence.campaign.ledger import Ledger
 from testops_evidence.contract import Case
-from testops_evidence.evidence.cells import CELL_SCHEMA, CellFile, adapted_cell
-from testops_evidence.ledger import Ledger
 
 ORIGIN = "remote"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

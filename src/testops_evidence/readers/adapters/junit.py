@@ -28,9 +28,9 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
+from testops_evidence.campaign.cells import in_time_range
 from testops_evidence.errors import Refusal
-from testops_evidence.evidence.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
-from testops_evidence.evidence.cells import in_time_range
+from testops_evidence.readers.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
 
 JUNIT_LIMIT = 32 * 1024 * 1024
 MAX_DEPTH = 32
