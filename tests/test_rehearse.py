@@ -86,6 +86,12 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     assert "(9 passed, 1 failed, 2 broken)" in first[1]
     assert first[2] == "### ❌ agent-protocol: 9 of 12 passed, 1 failed, 2 broken"
     assert first[3].startswith("**Pass rate 90.0% (95% interval 70.4%–100.0%, 10 cases)**")
+    # The rehearsal's own table of steps shows each step's headline, never the <details> of a one-line step.
+    from testops_evidence.phases.rehearse import _headline_of
+
+    shown = [_headline_of((run_dir / "summaries" / name).read_text()) for name in summaries]
+    assert [line[:1] for line in shown] == ["🧪", "✅", "❌", "✅", "❌"], shown
+    assert shown[2].startswith("❌ Exported 12 results") and "<details>" not in "".join(shown)
     assert "behaved as designed" in run.log and "9 passed" in run.log
     if ALLURE.exists():
         stats = json.loads((run_dir / "state" / "published" / "allure-report" / "summary.json").read_text())["stats"]

@@ -675,3 +675,28 @@ def test_the_coordinator_jobs_record_the_uploads_later_runs_bind() -> None:
     # No other job is named so that recorded_uploads would read its record.
     for name in (PUBLISH_JOB, EXPORT_JOB):
         assert [job_id for job_id, job in jobs.items() if str(job.get("name", job_id)).endswith(name)] == [name]
+
+
+def test_every_documented_caller_grants_what_the_campaign_templates_jobs_ask_for() -> None:
+    """GitHub checks every job of a reusable workflow against the calling job's grant when the run starts, also
+    the jobs whose `if:` is false: a caller that grants less than any job lists does not start at all. So each
+    caller the docs show grants at least the union of the campaign template's job permissions."""
+    asked: dict[str, str] = {}
+    for job in load("campaign.yml")["jobs"].values():
+        for scope, level in job["permissions"].items():
+            asked[scope] = "write" if "write" in (level, asked.get(scope)) else "read"
+    fence = re.compile(r"```yaml\n(.*?)```", re.S)
+    callers = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "workflows.md", ROOT / "docs" / "local.md"):
+        for block in fence.findall(doc.read_text(encoding="utf-8")):
+            if "testops-evidence-campaign.yml" not in block or "jobs:" not in block:
+                continue
+            workflow = YAML(typ="safe").load(block)
+            for job in workflow["jobs"].values():
+                if str(job.get("uses", "")).endswith("testops-evidence-campaign.yml"):
+                    callers.append((doc.name, job.get("permissions", workflow.get("permissions"))))
+    assert len(callers) >= 3, callers
+    for doc, granted in callers:
+        missing = {scope: level for scope, level in asked.items()
+                   if not isinstance(granted, dict) or granted.get(scope) not in ({level, "write"})}
+        assert missing == {}, (doc, granted)

@@ -777,20 +777,30 @@ class _Handler(BaseHTTPRequestHandler):
             links = [f'<{self.owner.next_page_link}>; rel="next"']
         return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
 
-    def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
+    def _slice(self, items: list[dict[str, Any]], query: dict[str, str],
+               ) -> tuple[list[dict[str, Any]], dict[str, str] | None] | None:
+        """One page of ``items`` (``per_page`` at most 100, ``page``) and its ``Link`` to the next; None for a
+        query that is not a number (GitHub: 422)."""
         try:
             per_page = max(1, min(100, int(query.get("per_page", "30"))))
             page = max(1, int(query.get("page", "1")))
         except ValueError:
-            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
-        chunk = jobs[(page - 1) * per_page: page * per_page]
-        last = max(1, -(-len(jobs) // per_page))
+            return None
+        chunk = items[(page - 1) * per_page: page * per_page]
+        last = max(1, -(-len(items) // per_page))
         headers = None
         if page < last:
             here = urlsplit(self.path).path
             headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
         if self.owner.next_page_link is not None:
             headers = {"Link": f'<{self.owner.next_page_link}>; rel="next"'}
+        return chunk, headers
+
+    def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
+        sliced = self._slice(jobs, query)
+        if sliced is None:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        chunk, headers = sliced
         return self._json(200, {"total_count": len(jobs), "jobs": copy.deepcopy(chunk)}, headers=headers)
 
     # --- check runs and issue comments (the caller holds the lock) -------------------------------------------
@@ -858,19 +868,10 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(200, _public(comment))
 
     def _comment_page(self, comments: list[dict[str, Any]], query: dict[str, str]) -> int:
-        try:
-            per_page = max(1, min(100, int(query.get("per_page", "30"))))  # issues/list-comments: max 100
-            page = max(1, int(query.get("page", "1")))
-        except ValueError:
+        sliced = self._slice(comments, query)  # issues/list-comments: per_page at most 100
+        if sliced is None:
             return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
-        chunk = comments[(page - 1) * per_page: page * per_page]
-        last = max(1, -(-len(comments) // per_page))
-        headers = None
-        if page < last:
-            here = urlsplit(self.path).path
-            headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
-        if self.owner.next_page_link is not None:
-            headers = {"Link": f'<{self.owner.next_page_link}>; rel="next"'}
+        chunk, headers = sliced
         return self._json(200, [_public(c) for c in chunk], headers=headers)
 
     def _invalid(self, message: str) -> int:
