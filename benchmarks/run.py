@@ -725,6 +725,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "yaml": lambda cfg: __import__("yaml_load").bench_yaml(cfg),
     "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
     "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
+    "stream": lambda cfg: __import__("stream_requests").bench_stream(cfg),
 }
 
 

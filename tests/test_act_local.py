@@ -56,6 +56,25 @@ def documented_blocks() -> tuple[dict[str, str], list[str]]:
     return files, commands
 
 
+def block(commands: list[str], marker: str) -> str:
+    """The one shell block of docs/local.md that holds ``marker``."""
+    found = [command for command in commands if marker in command]
+    assert len(found) == 1, (marker, found)
+    return found[0]
+
+
+def documented_shell(act_binary: Path, home: Path, exported: dict[str, str] | None = None) -> dict[str, str]:
+    """The user's shell: HOME where the page clones the action, act on PATH, no GitHub variables."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
+    env.update(HOME=str(home), PATH=f"{act_binary.parent}{os.pathsep}{env.get('PATH', '')}",
+               # act's own cache (its tool cache, where the composite keeps its venv and the pinned Allure
+               # Report); the page's command is unchanged, this only keeps the downloads between test runs.
+               XDG_CACHE_HOME=str(ACT_CACHE / "xdg"),
+               GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
+               GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid", **(exported or {}))
+    return env
+
+
 def run_documented(act_binary: Path, tmp_path: Path, changes: dict[str, str] | None = None,
                    exported: dict[str, str] | None = None) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A repository written from docs/local.md alone (``changes`` replaces the text of some of its files, as a user
@@ -63,9 +82,11 @@ def run_documented(act_binary: Path, tmp_path: Path, changes: dict[str, str] | N
     shell that also exports ``exported``."""
     files, commands = documented_blocks()
     assert set(files) == {".github/testops-evidence.yml", ".github/workflows/agent-evals.yml", "evals/run_case.py"}
-    # The page's shell blocks, in order: clone the action, copy the template and commit, run act, re-check.
-    clone, copy_and_commit, act_command, _ = commands
-    assert clone.startswith("git clone --depth 1 --branch v") and "act workflow_dispatch" in act_command
+    # The page's shell blocks: clone the action, copy the template and commit, run act (re-check comes later).
+    clone = block(commands, "git clone --depth 1 --branch v")
+    copy_and_commit = block(commands, "workflows-templates/campaign.yml")
+    act_command = block(commands, "act workflow_dispatch")
+    assert clone.startswith("git clone --depth 1 --branch v")
 
     # `git clone --branch v<version>` of the action: this checkout's files, where the page clones them to.
     home = tmp_path / "home"
@@ -74,13 +95,7 @@ def run_documented(act_binary: Path, tmp_path: Path, changes: dict[str, str] | N
     for name, text in {**files, **(changes or {})}.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
-    env.update(HOME=str(home), PATH=f"{act_binary.parent}{os.pathsep}{env.get('PATH', '')}",
-               # act's own cache (its tool cache, where the composite keeps its venv and the pinned Allure
-               # Report); the page's command is unchanged, this only keeps the downloads between test runs.
-               XDG_CACHE_HOME=str(ACT_CACHE / "xdg"),
-               GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.invalid",
-               GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.invalid", **(exported or {}))
+    env = documented_shell(act_binary, home, exported)
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", copy_and_commit], cwd=repo, env=env,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -104,7 +119,7 @@ def test_the_documented_local_path_runs_the_campaign_in_a_fresh_repository(act_b
     assert receipt["counts"] == {"total": 2, "passed": 1, "failed": 1, "broken": 0}
     # The statement verify wrote travels with what it attests, and re-checks against the artifact alone, with the
     # page's own command (the CLI installed as docs/install.md says: here, this checkout's).
-    recheck = documented_blocks()[1][3]
+    recheck = block(documented_blocks()[1], "verify-attestation")
     assert "verify-attestation" in recheck
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -171,3 +186,54 @@ def test_a_testops_token_in_the_shell_that_starts_act_is_refused_and_kept_out_of
     for path in artifacts.rglob("*"):
         if path.is_file():
             assert token not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_the_adopter_example_runs_under_act_exactly_as_docs_local_md_says(act_binary: Path, tmp_path: Path) -> None:
+    """Issue 27 item 6: examples/adopter/ copied as the page says (a fresh git repository beside the action's clone),
+    the template copied and committed with the page's block, then the page's act command unchanged. Its pytest suite
+    writes JUnit, `cell --junit` turns it into each case's cell: the failing test's case is reported failed, the
+    others passed, and the files-backend publication holds the HTML report. A second run, as the page warns, stops
+    at its first upload and says to remove .act-artifacts/."""
+    _, commands = documented_blocks()
+    adopt = block(commands, "examples/adopter")
+    copy_and_commit = block(commands, "workflows-templates/campaign.yml")
+    act_command = block(commands, "act workflow_dispatch")
+    home = tmp_path / "home"
+    clone_of_this_checkout(home / "testops-evidence")
+    env = documented_shell(act_binary, home)
+    made = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{adopt}\n{copy_and_commit}"], cwd=home, env=env,
+                          capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stdout + made.stderr
+    repo = home / "agent-evals"
+    assert git(repo, "status", "--porcelain") == ""  # everything the example holds is committed
+
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", act_command], cwd=repo, env=env, capture_output=True,
+                          text=True, check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-8000:]  # the caller sets fail-on-failed-cases: false
+    artifacts = repo / ".act-artifacts"
+    assert not list(artifacts.glob("testops-evidence-failure-*")), sorted(p.name for p in artifacts.iterdir())
+    publication = artifacts / "testops-evidence-report-adopter-1-1"
+    receipt = json.loads((publication / "allure-results-receipt.json").read_text())
+    assert receipt["counts"] == {"total": 3, "passed": 2, "failed": 1, "broken": 0}
+    statuses = {row["key"]: (row["status"], row["reason"]) for row in receipt["results"]}
+    assert statuses == {"order-total": ("failed", "behavior_failure"), "refund-policy": ("passed", "passed"),
+                        "greeting": ("passed", "passed")}
+    assert receipt["context"]["local"] is True and receipt["context"]["head-sha"] == git(repo, "rev-parse", "HEAD")
+    # Each cell came from pytest's JUnit report through `cell --junit`, in the worker job that ran the case.
+    cell = json.loads((artifacts / "testops-evidence-cells-1-native-order-total" / "order-total.json").read_text())
+    assert {c["id"]: c["passed"] for c in cell["checks"]} == {"sums-lines": True, "applies-discount": False}
+    assert [a["path"] for a in cell["artifacts"]] == ["junit.xml"]
+    assert cell["message"].startswith("adapted from junit: 2 test(s) mapped to 2 check(s)")
+    assert (publication / "allure-report" / "index.html").is_file()
+    stats = json.loads((publication / "allure-report" / "summary.json").read_text())["stats"]
+    assert {key: stats.get(key, 0) for key in receipt["counts"]} == receipt["counts"]
+    # act runs the lane's three jobs one at a time whatever the contract's max-parallel (2) says: the select
+    # step's summary says so (act prints it in its log).
+    assert "Under act the contract's `max-parallel` does not apply" in log
+
+    again = subprocess.run(["bash", "-euo", "pipefail", "-c", act_command], cwd=repo, env=env, capture_output=True,
+                           text=True, check=False)
+    second = again.stdout + again.stderr
+    assert again.returncode != 0, second[-4000:]
+    assert "already exists" in second and f"remove {artifacts} and run act again" in second, second[-4000:]

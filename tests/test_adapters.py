@@ -313,7 +313,7 @@ def test_retries_fold_to_the_latest_start() -> None:
     assert [(o.status, o.start_ms) for o in outcomes] == [(PASSED, 200)]
 
 
-@pytest.mark.parametrize("body", [b"[]", b'{"status": "passed"}', b'{"name": "t", "status": "weird"}', b"{"])
+@pytest.mark.parametrize("body", [b"[]", b'{"status": "passed"}', b'{"name": "t", "status": 7}', b"{"])
 def test_invalid_allure_results_are_refused(body: bytes) -> None:
     with pytest.raises(Refusal) as caught:
         parse_result(body, "x-result.json")

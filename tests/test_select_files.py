@@ -372,6 +372,17 @@ def test_local_under_act_selects_for_the_files_backend_and_a_worker_without_loca
                                                    "selection-path": str(tmp_path / "selection.json"),
                                                    "selection-sha256": digest}, env)
     assert (mixed.exit_code, mixed.outputs["error-code"]) == (3, "selection.context")
+    # Issue 27: act cannot evaluate the template's max-parallel expression and runs a lane's jobs one at a time;
+    # the summary says so under act (and only there) instead of letting the contract's limit pass silently.
+    max_parallel = document["lanes"]["native"]["max-parallel"]
+    assert max_parallel > 1
+    assert "Under act the contract's `max-parallel` does not apply" in run.summary
+    assert f"native: {run.outputs['native-count']} jobs, `max-parallel` {max_parallel}" in run.summary
+    on_github = run_mode("select", tmp_path, {"contract": str(contract), "backend": "files",
+                                             "selection-path": str(tmp_path / "github-selection.json"),
+                                             "state-dir": str(tmp_path / "github-state")}, env)
+    assert on_github.exit_code == 0, on_github.summary
+    assert "max-parallel` does not apply" not in on_github.summary
 
 
 def test_select_fans_out_one_job_per_trial_and_the_worker_verifies_the_selection(tmp_path: Path,

@@ -154,7 +154,16 @@ def test_campaign_wiring() -> None:
     assert select["with"]["guard-sha256"] == "${{ steps.guard.outputs.guard-sha256 }}"
     assert "testops-token" not in guard["with"] and "testops-token" in select["with"]
     assert guard["with"]["contract"] == select["with"]["contract"] and guard["with"]["local"] == select["with"]["local"]
-    assert set(jobs["export"]["needs"]) == {"select", "native", "external"}
+    assert set(jobs["export"]["needs"]) == {"select", "native", "external", "stream"}
+    # publish: stream — beside the matrix: it needs select, not the workers, and never holds the TestOps token.
+    stream = jobs["stream"]
+    assert stream["needs"] == "select" and "inputs.publish == 'stream'" in stream["if"]
+    assert stream["permissions"] == {"contents": "read", "actions": "read"}
+    (streamed,) = [step for step in our_steps(stream) if step["with"]["mode"] == "stream"]
+    assert "testops-token" not in streamed["with"]
+    (checked,) = [step for step in our_steps(jobs["export"]) if step["with"]["mode"] == "verify-stream"]
+    assert checked["with"]["stream-sha256"] == "${{ needs.stream.outputs.stream-sha256 }}"
+    assert checked["with"]["receipt-sha256"] == "${{ steps.export.outputs.receipt-sha256 }}"
     assert set(jobs["publish"]["needs"]) == {"select", "export"}
     for lane in ("native", "external"):
         job = jobs[lane]
@@ -175,8 +184,8 @@ def test_campaign_wiring() -> None:
     assert export["with"]["fail-on-failed-cases"] is False  # failed cases are still published
     assert "!cancelled()" in jobs["export"]["if"] and "!cancelled()" in jobs["publish"]["if"]
     modes = [step["with"]["mode"] for job in jobs.values() for step in our_steps(job)]
-    assert modes == ["guard", "select", "verify-selection", "verify-selection", "collect-cells", "export", "upload",
-                     "verify", "pages"]
+    assert modes == ["guard", "select", "verify-selection", "verify-selection", "stream", "collect-cells", "export",
+                     "verify-stream", "upload", "verify", "pages"]
     assert jobs["pages"]["needs"] == ["select", "export", "publish"] and "!inputs.local" in jobs["pages"]["if"]
     pages_step = next(step for step in our_steps(jobs["pages"]) if step["with"]["mode"] == "pages")
     assert pages_step["with"]["receipt-sha256"] == "${{ needs.export.outputs.receipt-sha256 }}"
@@ -687,15 +696,17 @@ def test_every_documented_caller_grants_what_the_campaign_templates_jobs_ask_for
             asked[scope] = "write" if "write" in (level, asked.get(scope)) else "read"
     fence = re.compile(r"```yaml\n(.*?)```", re.S)
     callers = []
-    for doc in (ROOT / "README.md", ROOT / "docs" / "workflows.md", ROOT / "docs" / "local.md"):
-        for block in fence.findall(doc.read_text(encoding="utf-8")):
+    adopter = ROOT / "examples" / "adopter" / ".github" / "workflows" / "agent-evals.yml"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "workflows.md", ROOT / "docs" / "local.md", adopter):
+        text = doc.read_text(encoding="utf-8")
+        for block in [text] if doc.suffix == ".yml" else fence.findall(text):
             if "testops-evidence-campaign.yml" not in block or "jobs:" not in block:
                 continue
             workflow = YAML(typ="safe").load(block)
             for job in workflow["jobs"].values():
                 if str(job.get("uses", "")).endswith("testops-evidence-campaign.yml"):
                     callers.append((doc.name, job.get("permissions", workflow.get("permissions"))))
-    assert len(callers) >= 3, callers
+    assert len(callers) >= 4, callers
     for doc, granted in callers:
         missing = {scope: level for scope, level in asked.items()
                    if not isinstance(granted, dict) or granted.get(scope) not in ({level, "write"})}

@@ -26,6 +26,8 @@ _DESCRIPTIONS = {
     "verify-selection": "worker: re-hash and re-validate the selection",
     "collect-cells": "check which worker job uploaded each cell artifact (Actions jobs API)",
     "export": "worker: project cell results into Allure results and a receipt",
+    "stream": "publish each case as soon as the worker jobs that measured it have ended",
+    "verify-stream": "hold what stream published to the export receipt of the same cells",
     "upload": "publish the exported results",
     "verify": "prove the publication landed",
     "import": "import remote cells from another workflow's artifacts into the ledger",

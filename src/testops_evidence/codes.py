@@ -341,6 +341,14 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "adapters).",
               cause="An empty report directory, a report of another tool, or test names that map to no check.",
               scope=SCOPE_CASE),
+        _spec("export.report_name", _U, "a file in a case's directory has a name that is unsafe to read (a "
+              "separator, a control or format character, bytes that are not UTF-8, or over 255 bytes); that case "
+              "is broken, every other case is exported",
+              "Rename the file the message names (its name is shown escaped), or keep it out of the case's "
+              "directory; names with spaces, `+`, `#`, `:` or non-ASCII letters are read as they are.",
+              cause="A harness that writes a line break, an escape sequence or a bidirectional override into a "
+              "file name, or a file system that stores names that are not UTF-8.",
+              scope=SCOPE_CASE),
         _spec("export.log_version", _U, "an Inspect AI log or promptfoo results file has a format version this "
               "release does not read (the message names it)",
               "Write the log with a supported version of the tool (docs/evidence.md, \"Evaluation frameworks\" "
@@ -577,6 +585,41 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Add the `testops` section to the contract and pass the token as `testops-token`, or use "
               "`backend: files`.",
               cause="The token secret is not passed to the job, or the contract has no `testops` section."),
+        # --- stream: each case published as its workers end; verify-stream ------------------------------
+        _spec("stream.unsupported", _U, "this campaign cannot be streamed: its verdicts depend on more than each "
+              "case's own cells, or its backend takes the campaign after the matrix",
+              "Publish it with `publish: batch` (the default), or stream a campaign without a budget or remote "
+              "cases to the files backend.",
+              cause="A contract with a `budget`, cases `measured-by: remote`, or `backend: testops` with "
+                    "`publish: stream`."),
+        _spec("stream.ledger", _I, "the stream ledger, or the files it lists, are not what the stream job wrote",
+              "Pass the stream job's `stream-sha256` output and download its artifact by id into a fresh "
+              "directory; run the campaign again if the artifact was changed.",
+              cause="A ledger or published file changed after the stream job (another job uploading under the "
+                    "stream's artifact name), or a ledger of another campaign or selection."),
+        _spec("stream.mismatch", _I, "a case was published by the stream with another status or other evidence "
+              "than the export measured from the same run's cells",
+              "Treat the run as attacked or the cells as changed after the stream took them: compare the stream's "
+              "summary with the export's for the case named. What was published is left as it is (never "
+              "overwritten); run the campaign again.",
+              cause="A worker artifact read differently by the stream and the export (replaced between the two), "
+                    "or a release mismatch between the stream and export jobs."),
+        _spec("stream.missing", _I, "a case the export measured was never published by the stream",
+              "Check the stream job's log (it ended early, or a worker's artifact was refused); publish the "
+              "campaign with `publish: batch` or run it again.",
+              cause="The stream job stopped (refusal, deadline) while workers were still uploading cells."),
+        _spec("stream.extra", _I, "the stream published a case the export receipt does not have",
+              "Run the campaign again; the stream and export must read the same selection.",
+              cause="A stream ledger of another selection or run attempt."),
+        _spec("stream.duplicate", _I, "the stream ledger lists a case twice",
+              "Run the campaign again; a stream publishes each case once.",
+              cause="A ledger written by hand or merged from two stream runs."),
+        _spec("campaign.unfinished", _I, "a case's worker job ended without uploading its cells: the campaign was "
+              "cancelled, timed out or cut short before the case was measured; the case is reported broken",
+              "Re-run the cases that did not pass (`rerun-from`); with `publish: stream` every case that finished "
+              "was already published. If the run was cut short by a timeout, raise the workers' `timeout-minutes`.",
+              cause="A cancelled run, a job timeout, or a worker that failed before its upload step.",
+              scope=SCOPE_CASE),
         _spec("github.http_<status>", _R, "the GitHub REST API answered with this HTTP status",
               "For 401/403 check the job's `permissions:` (`actions: read`) and the token; for 404 the run or "
               "artifact id; for 5xx wait and re-run.",

@@ -18,6 +18,8 @@ MODES: tuple[str, ...] = (
     "verify-selection",
     "collect-cells",
     "export",
+    "stream",
+    "verify-stream",
     "upload",
     "verify",
     "import",
@@ -76,7 +78,8 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("contract", "The campaign contract file (YAML or JSON), relative to the workspace.",
               ".github/testops-evidence.yml", (ALL, "check", "rehearse", "cell"), kind="path"),
     InputSpec("backend", "Where evidence goes: `testops` or `files`. Empty: `testops` if the contract has a "
-              "`testops` section, else `files`.", "", ("guard", "select", "upload", "verify", "check")),
+              "`testops` section, else `files`.", "", ("guard", "select", "stream", "verify-stream", "upload", "verify",
+                                                    "check")),
     InputSpec("github-token", "Token for the GitHub REST API (run, artifacts). Honours GITHUB_API_URL (GHES).",
               "${{ github.token }}", kind="secret", env_fallbacks=("GITHUB_TOKEN", "GH_TOKEN")),
     InputSpec("testops-token", "Allure TestOps API token; only for the token phases (bootstrap, launch, select, "
@@ -91,7 +94,7 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("state-dir", "Receipts, once-markers and failure.json. Empty: $RUNNER_TEMP/testops-evidence (in the Docker action the mounted runner temp, else the workspace; outside Actions ./.testops-evidence/state).",
               "", (ALL, *CLI_ONLY), kind="path"),
     InputSpec("fail-on-failed-cases", "export / verify: exit 1 when the evidence is complete but not every case "
-              "passed (`false`: exit 0, with a notice).", "true", ("export", "verify"), kind="bool"),
+              "passed (`false`: exit 0, with a notice).", "true", ("export", "verify", "verify-stream"), kind="bool"),
     # --- guard
     InputSpec("local", "Run from git instead of a GitHub run: guard derives the run context from git (as "
               "`rehearse` does) and every later phase binds to it; the evidence is marked local, the backend is "
@@ -111,8 +114,8 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("standing-plan", "select: a standing testplan.json for manual runs.", "", ("select",), kind="path"),
     InputSpec("job-run-env", "select: a file with the output of `allurectl job-run env` (manual TestOps runs).",
               "", ("select",), kind="path"),
-    InputSpec("cases", "select: comma-separated case keys to select (files backend, or to split a campaign).",
-              "", ("select",)),
+    InputSpec("cases", "select: comma-separated case keys to select (files backend, or to split a campaign). "
+              "rehearse: the same for its campaign.", "", ("select", "rehearse")),
     InputSpec("catalog", "select: a JSON catalog to filter to the selected cases (written as a copy).", "",
               ("select",), kind="path"),
     InputSpec("rerun-from", "select: re-run what did not pass: an earlier export receipt (a file, a directory "
@@ -126,20 +129,23 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("selection-path", "select / verify-selection / export / upload / verify: the selection file; cell: "
               "the verified selection to bind the cell result to (optional); pages: the selection whose compiled "
               "contract it reads (optional).",
-              "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "upload",
-                                                  "verify", "cell", "pages"), kind="path"),
-    InputSpec("selection-dir", "verify-selection / collect-cells / export / upload / verify / pages: the fresh "
+              "testops-evidence-selection.json", ("select", "verify-selection", "collect-cells", "export", "stream",
+                                                  "verify-stream", "upload", "verify", "cell", "pages"), kind="path"),
+    InputSpec("selection-dir", "verify-selection / collect-cells / export / stream / verify-stream / upload / verify "
+              "/ pages: the fresh "
               "directory the selection artifact was downloaded into (by its id). The selection is read from it "
               "(a bare file name in `selection-path`, its default included, is taken inside it), and the phase "
               "refuses the directory when it holds anything but the selection's own files "
               "(`selection.extra_file`). Empty: no directory check.", "",
-              ("verify-selection", "collect-cells", "export", "upload", "verify", "pages"), kind="path"),
+              ("verify-selection", "collect-cells", "export", "stream", "verify-stream", "upload", "verify", "pages"),
+              kind="path"),
     InputSpec("selection-sha256", "verify-selection / export / upload / verify: the digest passed as the select "
               "job's output (required inside GitHub Actions); cell: the digest of the selection the cell belongs to "
               "(else TESTOPS_EVIDENCE_SELECTION_SHA256, else the digest of `selection-path`); pages (optional): "
               "with it, a YAML contract is built from select's compiled copy beside the selection instead of "
               "being parsed again.", "",
-              ("verify-selection", "collect-cells", "export", "upload", "verify", "cell", "pages")),
+              ("verify-selection", "collect-cells", "export", "stream", "verify-stream", "upload", "verify", "cell",
+               "pages")),
     InputSpec("guard-sha256", "select: guard's `guard-sha256` output, when guard ran earlier in the same job: select "
               "then builds a YAML contract from the copy guard compiled in the state directory, bound by this digest, "
               "instead of parsing it again (empty: select parses the contract).", "", ("select",)),
@@ -152,14 +158,14 @@ INPUTS: tuple[InputSpec, ...] = (
               "`cell-results` holds one directory per worker artifact, `<prefix>-cells-<run attempt>-<job>` "
               "(download-artifact without merge-multiple), and a cell is accepted only from the worker job the "
               "matrix plan assigned its case to (empty: the cells are read as one trust domain); collect-cells: "
-              "worker jobs are named `<prefix> <job>`.", "", ("collect-cells", "export", "select")),
+              "worker jobs are named `<prefix> <job>`; stream: as collect-cells.", "", ("collect-cells", "export", "select", "stream")),
     InputSpec("results-dir", "export / upload: the allure-results directory.", "allure-results",
-              ("export", "upload"), kind="path"),
+              ("export", "upload", "verify-stream"), kind="path"),
     InputSpec("receipt-path", "upload / verify: the export receipt. Empty: `<results-dir>-receipt.json`.", "",
-              ("upload", "verify"), kind="path"),
+              ("upload", "verify", "verify-stream"), kind="path"),
     InputSpec("receipt-sha256", "upload / verify / pages: the export job's `receipt-sha256` output (required inside "
               "GitHub Actions): the receipt is re-hashed against it before anything is trusted or sent.", "",
-              ("upload", "verify", "pages")),
+              ("upload", "verify", "verify-stream", "pages")),
     InputSpec("report", "upload (files backend): build an Allure Report 3 HTML report into the publication: `auto` "
               "(when Node.js is there: the pinned Allure Report is installed with npm if needed; else a warning), "
               "`always` (refuse without it), `never`. rehearse: the same for its report.", "auto",
@@ -177,6 +183,15 @@ INPUTS: tuple[InputSpec, ...] = (
               ("upload",), kind="int"),
     InputSpec("deadline-seconds", "verify: how long to wait for the publication to become visible.", "600",
               ("verify",), kind="int"),
+    # --- stream / verify-stream
+    InputSpec("stream-dir", "stream: where the cases are published as their workers end (`allure-results/` and the "
+              "ledger `stream.json`); verify-stream: the same directory, downloaded.", "testops-evidence-stream",
+              ("stream", "verify-stream"), kind="path"),
+    InputSpec("stream-deadline-seconds", "stream: how long to watch the worker jobs at most; the cases of workers "
+              "still running then are left to export, which reports any that never finished.", "21600",
+              ("stream",), kind="int"),
+    InputSpec("stream-sha256", "verify-stream: the stream job's `stream-sha256` output (required inside GitHub "
+              "Actions): the ledger is re-hashed against it.", "", ("verify-stream",)),
     InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
               "check its job run).", "page", ("verify",)),
     InputSpec("check-run", "verify: also report the campaign summary as a check run on the tested commit, with one "
@@ -231,6 +246,9 @@ class OptionSpec(_Spec):
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("workdir", "where the rehearsal writes (default: ./rehearsal)", ("rehearse",)),
     OptionSpec("examples", "the examples directory (default: ./examples)", ("rehearse",)),
+    OptionSpec("case-command", "your campaign instead of the examples': the bash command that runs one case, run "
+               "from this directory for each selected case with the environment the campaign template gives "
+               "(docs/workflows.md); the contract defaults to .github/testops-evidence.yml", ("rehearse",)),
     OptionSpec("case", "required: the contract case key the reports measured", ("cell",)),
     OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
     OptionSpec("allure-results", "an allure-results directory", ("cell",)),
@@ -301,14 +319,24 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "upload step (comma-separated ids, for download-artifact's `artifact-ids`; empty when none).",
                ("collect-cells",)),
     OutputSpec("collected-count", "collect-cells: worker artifacts verified.", ("collect-cells",)),
+    OutputSpec("stream-dir", "stream: the directory the cases were published into.", ("stream",)),
+    OutputSpec("stream-sha256", "stream: SHA-256 of the stream ledger; pass it to verify-stream.", ("stream",)),
+    OutputSpec("published-count", "stream / verify-stream: cases published by the stream.",
+               ("stream", "verify-stream")),
+    OutputSpec("stream-complete", "stream / verify-stream: whether every worker job had ended when the stream "
+               "stopped (false: cut short by its deadline or a cancellation).", ("stream", "verify-stream")),
     OutputSpec("results-dir", "export: the allure-results directory written.", ("export",)),
     OutputSpec("receipt-path", "export: the export receipt.", ("export",)),
     OutputSpec("receipt-sha256", "export: SHA-256 of the export receipt's bytes; pass it to upload and verify as a "
                "job output, like `selection-sha256`.", ("export",)),
-    OutputSpec("passed-count", "export: results with status passed.", ("export",)),
-    OutputSpec("failed-count", "export: results with status failed.", ("export",)),
-    OutputSpec("broken-count", "export: results with status broken.", ("export",)),
-    OutputSpec("all-passed", "export / verify: whether every case passed.", ("export", "verify")),
+    OutputSpec("passed-count", "export / stream: results (stream: published cases) with status passed.",
+               ("export", "stream")),
+    OutputSpec("failed-count", "export / stream: results (stream: published cases) with status failed.",
+               ("export", "stream")),
+    OutputSpec("broken-count", "export / stream: results (stream: published cases) with status broken.",
+               ("export", "stream")),
+    OutputSpec("all-passed", "export / verify / verify-stream: whether every case passed.",
+               ("export", "verify", "verify-stream")),
     OutputSpec("cost-nanodollars", "export / verify: the campaign's cost in nanodollars (every admitted attempt); "
                "empty when no cell reported one. A lower bound when cost-coverage is partial.", ("export", "verify")),
     OutputSpec("cost-coverage", "export / verify: how complete cost-nanodollars is: reported, estimated, partial "
@@ -330,7 +358,8 @@ OUTPUTS: tuple[OutputSpec, ...] = (
                "clusters), as a JSON array [low, high]; empty when there is none.", ("export", "verify")),
     OutputSpec("uploaded-count", "upload: results uploaded.", ("upload",)),
     OutputSpec("published", "upload: whether the publication completed.", ("upload",)),
-    OutputSpec("verified-count", "verify: receipt rows verified.", ("verify",)),
+    OutputSpec("verified-count", "verify: receipt rows verified; verify-stream: published cases held to the "
+               "receipt.", ("verify", "verify-stream")),
     OutputSpec("attestation-path", "verify: the in-toto Statement v1 attesting the publication "
                "(`<state-dir>/publication.intoto.json`; subjects: the receipt and every published file).", ("verify",)),
     OutputSpec("attestation-predicate-path", "verify: its predicate alone (`<state-dir>/publication.predicate.json`), "

@@ -42,6 +42,30 @@ def valid_name(name: str) -> bool:
     return 0 < len(name) <= 200 and set(name) <= _NAME_CHARS
 
 
+# Unicode categories a name read from another job may not hold: control characters (NUL, line breaks, escapes),
+# format characters (bidirectional overrides, zero-width joiners: a name that displays as another), surrogates
+# (bytes that are not UTF-8) and line or paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+READ_NAME_BYTES = 255  # NAME_MAX on Linux and macOS
+
+
+def readable_name(name: str) -> bool:
+    """A name this project may *read* below a root it was given: what producers write by default (``+`` in
+    Inspect AI's older log names, ``#`` in Marathon's JUnit reports, spaces in MSTest's, ``:``, non-ASCII
+    letters) is accepted; what is unsafe is not — a separator (``/``, ``\\``), ``.`` and ``..``, a control,
+    format or separator character, a name that is not UTF-8, or more than 255 bytes. Leading ``-`` is accepted:
+    names never reach a command line. Names this project *writes* keep to :func:`valid_name`."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        return False
+    if name.isascii():
+        return len(name) <= READ_NAME_BYTES and all(" " <= ch < "\x7f" for ch in name)
+    import unicodedata
+
+    if any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in name):
+        return False
+    return len(name.encode("utf-8")) <= READ_NAME_BYTES
+
+
 def __getattr__(name: str) -> Pattern[str]:
     # NAME_RE, compiled on first use so that importing this module does not import the regex engine.
     if name == "NAME_RE":
@@ -145,9 +169,10 @@ def _split_relative(relpath: str) -> list[str]:
                       field="path", expected="a relative path", actual=relpath)
     parts = relpath.split("/")
     for part in parts:
-        if part in ("", ".", "..") or not valid_name(part):
+        if not readable_name(part):
             raise Refusal("io.unsafe_path", f"path {relpath!r} has a disallowed component {part!r}",
-                          field="path", expected="names of [A-Za-z0-9._-], no '.' or '..'", actual=relpath)
+                          field="name", expected="names without separators, control or format characters, "
+                          "'.' or '..'", actual=relpath)
     return parts
 
 

@@ -55,6 +55,7 @@ PHASE_OPERATIONS: Mapping[str, str] = {
     "launch": "launch",
     "select": "evaluate",
     "collect-cells": "evaluate",
+    "stream": "evaluate",
     "import": "import",
 }
 _SHOWN = 100  # characters of an untrusted event value quoted back in a refusal

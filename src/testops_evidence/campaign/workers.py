@@ -31,7 +31,7 @@ does — that job's cases are the attacker's own.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,17 +123,20 @@ def _index_artifacts(jobs: Mapping[str, Sequence[str]], prefix: str, attempt: in
 
 
 def bind_worker_artifacts(jobs: Mapping[str, Sequence[str]], *, prefix: str, attempt: int, artifacts: Sequence[Any],
-                          api_jobs: Sequence[Any]) -> list[WorkerArtifact]:
+                          api_jobs: Sequence[Any], only: Collection[str] | None = None) -> list[WorkerArtifact]:
     """Bind every cell artifact of the run attempt to the plan's worker job that uploaded it (module docstring).
 
     ``jobs``: the plan's worker job -> its case keys; ``artifacts``: the run's artifacts (ArtifactInfo);
-    ``api_jobs``: the attempt's jobs (JobInfo). Refuses ``workers.unknown_artifact``,
+    ``api_jobs``: the attempt's jobs (JobInfo); ``only``: bind just these jobs of the plan (the stream takes each
+    worker as it ends), every artifact name still checked against the whole plan. Refuses ``workers.unknown_artifact``,
     ``workers.duplicate_artifact``, ``workers.job_identity``, ``workers.artifact_origin``,
     ``workers.upload_unreported``, ``workers.artifact_replaced`` and ``workers.artifact_digest``.
     """
     by_name = _index_artifacts(jobs, prefix, attempt, artifacts)
     bound: list[WorkerArtifact] = []
     for job, cases in jobs.items():
+        if only is not None and job not in only:
+            continue
         name = artifact_name(prefix, attempt, job)
         display = job_display_name(prefix, job)
         matching = [j for j in api_jobs if j.name == display or j.name.endswith(f" / {display}")]

@@ -15,6 +15,8 @@ PHASE_MODULES: dict[str, str] = {
     "verify-selection": "verify_selection",
     "collect-cells": "collect_cells",
     "export": "export",
+    "stream": "stream",
+    "verify-stream": "verify_stream",
     "upload": "upload",
     "verify": "verify",
     "import": "import_cells",

@@ -21,7 +21,15 @@ from testops_evidence import collector
 from testops_evidence.campaign import ledger as ledgers
 from testops_evidence.campaign import previous, remote_cells, stats, usage
 from testops_evidence.campaign.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
-from testops_evidence.campaign.cells import USAGE_ALLOWED, BoundCell, CellFile, Verdict, admit, format_time
+from testops_evidence.campaign.cells import (
+    NOT_RECORDED,
+    USAGE_ALLOWED,
+    BoundCell,
+    CellFile,
+    Verdict,
+    admit,
+    format_time,
+)
 from testops_evidence.campaign.cells import Binding as CellBinding
 from testops_evidence.campaign.matrix import Unit, plan_matrices
 from testops_evidence.campaign.receipt import (
@@ -44,6 +52,7 @@ from testops_evidence.context import is_local, job_context
 from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
 from testops_evidence.publication import allure
+from testops_evidence.publication.projection import project_case
 from testops_evidence.publication.tree import is_empty_or_absent, write_new
 from testops_evidence.readers.adapters.layout import collect_cells, collect_worker_cells
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -123,7 +132,8 @@ def _run(ctx: PhaseContext) -> PhaseResult:
     accounts = usage.account(((case.key, case.lane, n, _attempt_figures(bound.get((case.key, n))))
                               for case in cases for n in range(1, case.trials.count + 1)), USAGE_ALLOWED)
     judgement = _judge_budget(contract, cases, bound, accounts)
-    outcomes = {case.key: case_outcome(case, bound, judgement.verdicts if judgement else None) for case in cases}
+    judged = {**_unfinished(workers, bound), **(judgement.verdicts if judgement else {})}
+    outcomes = {case.key: case_outcome(case, bound, judged or None) for case in cases}
 
     binding = allure.Binding(
         campaign=contract.campaign,
@@ -227,6 +237,30 @@ class Workers:
         self.jobs = jobs
         self.owners = {unit: job for job, units in jobs.items() for unit in units}
         self.collected = collected
+
+
+UNFINISHED = "campaign.unfinished"
+
+
+def _unfinished(workers: Workers | None, bound: Mapping[Unit, BoundCell]) -> dict[Unit, Verdict]:
+    """The units of the worker jobs that collect-cells found without an artifact (cancelled, timed out or cut
+    short before their upload): broken with ``campaign.unfinished``, so a campaign cut short says which cases
+    never finished, and why, rather than only that no cell reached the export."""
+    receipt = workers.collected if workers is not None else None
+    if workers is None or receipt is None:
+        return {}
+    verdicts: dict[Unit, Verdict] = {}
+    for worker in receipt.get("workers", []):
+        if not isinstance(worker, dict) or worker.get("artifact") or str(worker.get("job")) not in workers.jobs:
+            continue
+        job, upload = str(worker["job"]), str(worker.get("upload"))
+        for unit in workers.jobs[job]:
+            if unit in bound:
+                continue
+            verdicts[unit] = Verdict("broken", NOT_RECORDED, f"Never finished: worker job {job!r} ended without "
+                                     f"uploading its cells (its upload step: {upload}); the campaign was cancelled, "
+                                     "timed out or cut short before this case was measured.", code=UNFINISHED)
+    return verdicts
 
 
 def _match_collected(workers: Workers, present: list[str], selection_sha256: str) -> None:
@@ -411,48 +445,10 @@ def _write_results(
         rows: list[dict[str, Any]] = []
         now_ms = int(now * 1000)
         for index, outcome in enumerate(outcomes.values()):
-            case = outcome.case
-            if outcome.repeated:
-                # Trials first, the verdict last: it is the result a reader and TestOps see as the case's.
-                trials = []
-                for trial in outcome.trials:
-                    figures = accounts.trials[(case.key, trial.trial)]
-                    files = _write_one(ctx, temp_fd, binding, case, trial.verdict, trial.bound, now_ms, trial=trial.trial,
-                                       figures=figures)
-                    trials.append({"trial": trial.trial, **files, **_cell_fields(trial.bound, trial.verdict),
-                                   "usage": _usage_row(figures),
-                                   **({"worker": owners[(case.key, trial.trial)]}
-                                      if (case.key, trial.trial) in owners else {})})
-                summary_rows = [{"trial": t["trial"], "uuid": t["uuid"], "status": t["status"],
-                                 "reason": t["reason"], "attempt-id": t["attempt-id"],
-                                 "evidence-sha256": t["attachment-sha256"]} for t in trials]
-                trials_part = {"count": case.trials.count, "verdict": case.trials.verdict_json(),
-                               "pass-rate": outcome.rate_row(), "trials": summary_rows}
-                files = _write_one(ctx, temp_fd, binding, case, outcome.verdict, None, now_ms, outcome=outcome,
-                                   trials=trials_part, figures=accounts.cases[case.key])
-                row_extra: dict[str, Any] = {
-                    "attempt-id": None, "superseded": [],
-                    "policy": {"count": case.trials.count, "verdict": case.trials.verdict_json()},
-                    "pass-rate": outcome.rate_row(), "trials": trials,
-                    **({"code": outcome.verdict.code} if outcome.verdict.code is not None else {})}
-            else:
-                only = outcome.trials[0]
-                files = _write_one(ctx, temp_fd, binding, case, outcome.verdict, only.bound, now_ms,
-                                   figures=accounts.cases[case.key])
-                row_extra = _cell_fields(only.bound, outcome.verdict)
-                if (case.key, 1) in owners:
-                    row_extra["worker"] = owners[(case.key, 1)]
-            rows.append({
-                "key": case.key,
-                "testops-id": case.testops_id,
-                "full-name": case.full_name,
-                "title": case.title,
-                **files,
-                "status": outcome.verdict.status,
-                "reason": outcome.verdict.reason,
-                **row_extra,
-                "usage": _usage_row(accounts.cases[case.key]),
-            })
+            projected = project_case(binding, outcome, accounts, now_ms, ctx.new_uuid, owners)
+            for name, data in projected.files:
+                write_new(name, data, dir_fd=temp_fd)
+            rows.append(projected.row)
             if (index + 1) % 1000 == 0:
                 ctx.runtime.log(f"exported {index + 1} of {len(outcomes)} cases")
         files_written = []
@@ -474,42 +470,3 @@ def _write_results(
     return rows, files_written
 
 
-def _usage_row(figures: Mapping[str, usage.Figure]) -> dict[str, Any]:
-    return {name: figure.to_cell_json() for name, figure in figures.items()}
-
-
-def _cell_fields(bound: BoundCell | None, decision: Verdict) -> dict[str, Any]:
-    """What a receipt row says about the cell behind a result (a case measured once, or one trial)."""
-    return {
-        "status": decision.status,
-        "reason": decision.reason,
-        "attempt-id": bound.cell.attempt_id if bound is not None and bound.cell is not None else None,
-        "superseded": [c.attempt_id for c in bound.superseded] if bound is not None else [],
-        **({"code": decision.code} if decision.code is not None else {}),
-    }
-
-
-def _write_one(ctx: PhaseContext, temp_fd: int, binding: allure.Binding, case: Case, decision: Verdict,
-               bound: BoundCell | None, now_ms: int, *, trial: int | None = None, outcome: CaseOutcome | None = None,
-               trials: dict[str, Any] | None = None, figures: Mapping[str, usage.Figure] | None = None,
-               ) -> dict[str, Any]:
-    """One result and its evidence attachment: a case measured once, a trial, or (``outcome``) a verdict, created
-    by name in the private directory ``temp_fd``."""
-    uuid = ctx.new_uuid()
-    # Compact canonical JSON, as Allure's own writers produce: json's C encoder only runs without
-    # indentation, and this is the hot loop of a 10,000-case export.
-    evidence = canonical_json(allure.evidence_document(binding, case, decision, bound, trial=trial, trials=trials))
-    evidence_sha = sha256_bytes(evidence)
-    if outcome is not None:
-        result = allure.verdict_result_document(uuid, binding, outcome, evidence_sha256=evidence_sha, now_ms=now_ms,
-                                                usage=figures)
-    else:
-        result = allure.result_document(uuid, binding, case, decision, bound, evidence_sha256=evidence_sha,
-                                        now_ms=now_ms, trial=trial, usage=figures)
-    result_bytes = canonical_json(result)
-    result_name, attachment_name = f"{uuid}{allure.RESULT_SUFFIX}", f"{uuid}{allure.ATTACHMENT_SUFFIX}"
-    write_new(attachment_name, evidence, dir_fd=temp_fd)
-    write_new(result_name, result_bytes, dir_fd=temp_fd)
-    return {"uuid": uuid, "history-id": result["historyId"], "test-case-id": result["testCaseId"],
-            "result-file": result_name, "result-sha256": sha256_bytes(result_bytes),
-            "attachment-file": attachment_name, "attachment-sha256": evidence_sha}

@@ -25,9 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import summary
+from testops_evidence import casecommand, summary
 from testops_evidence.actions import Runtime
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.campaign.matrix import LANES, units_of
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal, lookup
 from testops_evidence.interface import TOKEN_VARIABLES
 from testops_evidence.publication import report as report_tool
 from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
@@ -62,6 +63,7 @@ class Rehearsal:
     run_dir: Path
     env: dict[str, str]
     steps: list[Step] = field(default_factory=list)
+    own_cases: bool = False  # the user's case command measures the cases, not the example harness
 
     def phase(self, mode: str, options: Mapping[str, Any], *, allowed: tuple[int, ...] = (EXIT_OK,),
               quiet: bool = False, name: str | None = None) -> Step:
@@ -144,9 +146,29 @@ def _earlier_history(run_dir: Path) -> Path | None:
 def run(ctx: PhaseContext) -> PhaseResult:
     extras = ctx.settings.extras
     examples = Path(extras.get("examples") or "examples").resolve()
-    contract_path = (ctx.settings.path("contract") if ctx.settings.sources.get("contract") not in (None, "default")
-                     else examples / "contract.yml")
+    case_command = extras.get("case-command")
+    given = ctx.settings.sources.get("contract") not in (None, "default")
+    if case_command is not None and not case_command.strip():
+        raise Refusal("input.case-command", "--case-command is empty: give the shell command that runs one case "
+                      "and writes its cell result (docs/local.md)", field="case-command",
+                      expected="a bash command", actual=case_command)
+    contract_path: Path | None
+    if case_command is not None:
+        # The user's own campaign: the contract input's default (.github/testops-evidence.yml), not the examples'.
+        contract_path = ctx.settings.path("contract") or Path(".github/testops-evidence.yml")
+    else:
+        contract_path = ctx.settings.path("contract") if given else examples / "contract.yml"
+        if given and contract_path is not None and contract_path.resolve() != (examples / "contract.yml").resolve():
+            # The example harness measures the examples' cases only: on another contract it would record
+            # nothing of the user's cases (or mistake one of its own tests for them).
+            raise Refusal("input.case-command", f"rehearsing your own contract {contract_path} needs your case "
+                          "command: add --case-command '<the command that runs one case>' (docs/local.md, "
+                          "\"Without act\"); without --contract the rehearsal runs the examples' campaign",
+                          field="case-command", expected="set with --contract", actual="missing")
     assert contract_path is not None
+    if not contract_path.is_file():
+        raise Refusal("contract.missing", f"the contract {contract_path} does not exist", field="contract",
+                      expected="a contract file", actual=str(contract_path))
     contract_path = contract_path.resolve()
     report_mode = report_tool.report_mode(ctx.settings.string("report"))
     env, dropped = _clean_env(ctx.env)
@@ -154,7 +176,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     ctx.runtime.log(f"Rehearsing {contract_path} on the files backend in {run_dir}")
     if dropped:
         ctx.runtime.log(f"(ignored for the rehearsal: {', '.join(dropped)})")
-    rehearsal = Rehearsal(ctx, run_dir, env)
+    rehearsal = Rehearsal(ctx, run_dir, env, own_cases=case_command is not None)
     common = {"contract": str(contract_path), "backend": "files", "state-dir": str(run_dir / "state")}
     selection_path = run_dir / "selection.json"
     results_dir = run_dir / "allure-results"
@@ -163,14 +185,21 @@ def run(ctx: PhaseContext) -> PhaseResult:
     if not guard.ok:
         return _stopped(rehearsal, guard)
     # One state directory, as in the template's select job: select builds the contract guard compiled.
+    chosen = ctx.settings.string("cases")
     select = rehearsal.phase("select", {**common, "selection-path": str(selection_path),
-                                        "guard-sha256": guard.outputs.get("guard-sha256", "")})
+                                        "guard-sha256": guard.outputs.get("guard-sha256", ""),
+                                        **({"cases": chosen} if chosen else {})})
     if not select.ok:
         return _stopped(rehearsal, select)
-    cells = _cells(rehearsal, examples, contract_path, selection_path, select.outputs.get("selection-sha256", ""),
-                   guard.outputs.get("target-sha", ""))
-    if cells is not None:
-        return _stopped(rehearsal, cells)
+    runs: list[casecommand.CaseRun] | None = None
+    if case_command is not None:
+        runs = _case_command_cells(rehearsal, case_command, select.outputs, selection_path,
+                                   select.outputs.get("selection-sha256", ""))
+    else:
+        cells = _cells(rehearsal, examples, contract_path, selection_path, select.outputs.get("selection-sha256", ""),
+                       guard.outputs.get("target-sha", ""))
+        if cells is not None:
+            return _stopped(rehearsal, cells)
     export = rehearsal.phase("export", {**common, "selection-path": str(selection_path),
                                         "selection-sha256": select.outputs.get("selection-sha256", ""),
                                         "cell-results": str(run_dir / "cell-results"),
@@ -200,13 +229,33 @@ def run(ctx: PhaseContext) -> PhaseResult:
     publication = json.loads((run_dir / "state" / "upload.json").read_text(encoding="utf-8"))
     published = Path(publication["destination"])
     report = _report(ctx, publication.get("report") or {}, {"total": total, **counts})
-    return _finished(rehearsal, contract_path, counts, report, published, results_dir)
+    return _finished(rehearsal, contract_path, counts, report, published, results_dir, runs)
 
 
 def _agree(what: str, expected: Any, actual: Any) -> None:
     if expected != actual:
         raise Refusal("rehearse.inconsistent", f"the phases disagree on {what}", field=what, expected=expected,
                       actual=actual)
+
+
+# --- cells: the user's own case command -------------------------------------------------------------------------
+
+
+def _case_command_cells(rehearsal: Rehearsal, command: str, outputs: Mapping[str, Any], selection_path: Path,
+                        selection_sha256: str) -> list[casecommand.CaseRun]:
+    """Run the user's case command for every (case, trial) of the plan, as the template's worker jobs do."""
+    ctx, run_dir = rehearsal.ctx, rehearsal.run_dir
+    # select's outputs as a workflow reads them: each lane's matrix as JSON text (this process wrote it).
+    outputs = {f"{lane}-matrix": json.loads(outputs.get(f"{lane}-matrix") or "{}") for lane in LANES}
+    units = sum(len(units_of(job)) for lane in LANES
+                for job in (outputs.get(f"{lane}-matrix") or {}).get("include", []))
+    ctx.runtime.log(f"\n━━━ cells: your case command runs {units} case(s), one after another, in {Path.cwd()} ━━━\n"
+                    f"   {command}")
+    env = casecommand.environment_for_cases(rehearsal.env, casecommand.cli_shim(run_dir / "bin"))
+    return casecommand.run_cases(command, outputs=outputs, selection_path=selection_path,
+                                 selection_sha256=selection_sha256, cells=run_dir / "cell-results",
+                                 logs=run_dir / "logs" / "cases", cwd=Path.cwd(), env=env,
+                                 attempt_prefix=f"local-{run_dir.name}", log=ctx.runtime.log)
 
 
 # --- cells: the example harness, the cell command, shipped reports ---------------------------------------------
@@ -331,8 +380,9 @@ def _report(ctx: PhaseContext, report: dict[str, Any], counts: dict[str, int]) -
     if report.get("wanted") is False:
         return summary.Markdown("not generated (`--report never`)")
     if not report.get("built"):
-        return summary.Markdown(f"not generated: {summary.text(str(report.get('reason')))} (`bash scripts/setup.sh` "
-                                "installs Allure Report with npm)")
+        # Not `scripts/setup.sh`: a pipx user has no checkout; Node.js with npm is what every install needs.
+        return summary.Markdown(f"not generated: {summary.text(str(report.get('reason')))} (Allure Report 3 needs "
+                                "Node.js 20 or newer with npm: docs/install.md)")
     stats = report.get("stats") or {}
     figures = ", ".join(f"{stats.get(status, 0)} {status}" for status in counts)
     ctx.runtime.log(f"\n━━━ {report.get('tool')} ━━━  {report.get('index')}: {figures} — equal to the receipt")
@@ -348,7 +398,8 @@ def _stopped(rehearsal: Rehearsal, step: Step) -> PhaseResult:
 
 
 def _steps_table(rehearsal: Rehearsal) -> str:
-    meaning = {EXIT_OK: "done", EXIT_CASES_FAILED: "done; some cases did not pass (as designed)"}
+    meaning = {EXIT_OK: "done", EXIT_CASES_FAILED: "done; some cases did not pass"
+               + ("" if rehearsal.own_cases else " (as designed)")}
     main = [step for step in rehearsal.steps if step.mode != "cell"]
     rows: list[tuple[Any, ...]] = [
         (index, step.mode, step.exit_code,
@@ -362,8 +413,18 @@ def _steps_table(rehearsal: Rehearsal) -> str:
     return summary.table(("#", "step", "exit", "meaning", "headline", "summary"), rows)
 
 
+def _cases_table(runs: list[casecommand.CaseRun]) -> str:
+    rows = [(summary.code(run.label), "not run" if run.log is None else
+             ("timed out" if run.exit_code is None else run.exit_code),
+             "written" if run.wrote else f"⛔ {summary.code(run.code)}: {summary.text(run.note)}" if run.failed
+             else f"{summary.code(run.code)}: {summary.text(run.note)}",
+             summary.code(run.log) if run.log is not None else "")
+            for run in runs]
+    return summary.table(("case", "exit", "cell result", "log"), rows)
+
+
 def _finished(rehearsal: Rehearsal, contract_path: Path, counts: dict[str, int], report: str, published: Path,
-              results_dir: Path) -> PhaseResult:
+              results_dir: Path, runs: list[casecommand.CaseRun] | None = None) -> PhaseResult:
     run_dir = rehearsal.run_dir
     total = sum(counts.values())
     shown = ", ".join(f"{summary.status_icon(s)} {n} {s}" for s, n in counts.items() if n)
@@ -378,6 +439,26 @@ def _finished(rehearsal: Rehearsal, contract_path: Path, counts: dict[str, int],
         ("step summaries", summary.code(run_dir / 'summaries')),
         ("Allure Report", report),
     ])
-    headline = (f"✅ The rehearsal of {summary.code(contract_path.name)} behaved as designed: {total} cases ({shown}) exported, "
-                "published and verified on the files backend.")
-    return PhaseResult(headline=headline, summary=_steps_table(rehearsal) + "\n" + where, exit_code=EXIT_OK)
+    if runs is None:
+        headline = (f"✅ The rehearsal of {summary.code(contract_path.name)} behaved as designed: {total} cases ({shown}) "
+                    "exported, published and verified on the files backend.")
+        return PhaseResult(headline=headline, summary=_steps_table(rehearsal) + "\n" + where, exit_code=EXIT_OK)
+    # The user's campaign: its exit code is the verdict, as the template's jobs give it. A case command that wrote
+    # no cell fails its worker job there (case.no_cell_result, exit 3); a case not all passed fails the publish job
+    # (fail-on-failed-cases, exit 1).
+    refused = [run for run in runs if run.failed]
+    exit_code = max((lookup(run.code).exit_code for run in refused), default=EXIT_OK)
+    if exit_code == EXIT_OK and counts["passed"] != total:
+        exit_code = EXIT_CASES_FAILED
+    verdict = ("✅" if exit_code == EXIT_OK else "⛔" if refused else "❌")
+    cases = f"{total} cases ({shown})"
+    if refused:
+        worst = max(refused, key=lambda run: lookup(run.code).exit_code)
+        headline = (f"{verdict} Your case command left {len(refused)} of {len(runs)} case(s) without a cell result "
+                    f"({summary.code(worst.code)}: {summary.text(worst.note)}); {cases} exported, published and "
+                    "verified on the files backend.")
+    else:
+        headline = (f"{verdict} The rehearsal of {summary.code(contract_path.name)} with your case command: {cases} "
+                    "exported, published and verified on the files backend.")
+    return PhaseResult(headline=headline, summary=_cases_table(runs) + "\n" + _steps_table(rehearsal) + "\n" + where,
+                       exit_code=exit_code)

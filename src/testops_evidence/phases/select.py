@@ -15,7 +15,7 @@ receipt in the state directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,24 @@ def run(ctx: PhaseContext) -> PhaseResult:
     body = _previous_section(rerun, baseline, ctx.settings.string("compare-with")) + _summary(
         contract, outcome, plan, sizes, path, digest, catalog_target,
         (ctx.contract_row(contract), summary.code(compiled_target) if compiled_target is not None else "—"))
+    body += _act_parallel_note(plan, ctx.env)
     return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
+
+
+def _act_parallel_note(plan: MatrixPlan, env: Mapping[str, str]) -> str:
+    """Under act (it sets ACT=true in every step), the template's ``max-parallel`` is an expression act does not
+    evaluate (nektos/act#2619): act 0.2.89 logs "Failed to parse 'max-parallel' option" and runs the lane's jobs one
+    at a time, whatever the contract says. Say so here rather than let it pass silently."""
+    if env.get("ACT") != "true":
+        return ""
+    over = [(name, plan.lane(name)) for name in LANES if plan.lane(name).jobs > 1 and plan.lane(name).max_parallel > 1]
+    if not over:
+        return ""
+    lanes = ", ".join(f"{name}: {lane.jobs} jobs, `max-parallel` {lane.max_parallel}" for name, lane in over)
+    return (f"\n> [!NOTE]\n> Under act the contract's `max-parallel` does not apply ({lanes}): act cannot evaluate "
+            "the template's `max-parallel` expression (its log says \"Failed to parse 'max-parallel' option\") and "
+            "runs each lane's jobs one at a time. The evidence is the same; on GitHub the jobs run side by side "
+            "(docs/local.md).\n")
 
 
 # --- the run context ----------------------------------------------------------------------------------

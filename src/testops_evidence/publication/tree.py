@@ -2,8 +2,9 @@
 
 Directories are opened component by component with ``O_NOFOLLOW`` and ``dir_fd`` and listed from the
 open descriptor, so a symbolic link planted in an artifact can never redirect a read; links, devices
-and names outside the allowed alphabet are refused rather than skipped, because a skipped entry would
-be evidence silently ignored.
+and unsafe names (``safeio.readable_name``: separators, control and format characters) are refused rather
+than skipped, because a skipped entry would be evidence silently ignored. Such a name refusal has the field
+``name``, so a reader can tell it from a link or a device.
 
 :func:`check_exact` is the one rule for a directory a job binds by digests: it holds exactly the files they
 name, at any depth, and nothing else (``io.extra_file``), because whoever reads it next (Allure Report, a
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testops_evidence.errors import Refusal
-from testops_evidence.safeio import NAME_RE, open_safe, sha256_fd
+from testops_evidence.safeio import open_safe, readable_name, sha256_fd
 
 # An allure-results directory holds two files per case plus a few extras; 10,000 cases fit easily.
 MAX_ENTRIES = 100_000
+_NAMES = "names without separators, control or format characters, '.' or '..'"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -43,10 +45,10 @@ def _open_dir(root: str | os.PathLike[str], relpath: str) -> int:
         raise Refusal("io.unsafe_path", f"{root} cannot be opened as a directory without following links "
                       f"({exc.strerror})", field="path", expected="a real directory", actual=str(root)) from None
     for part in [p for p in relpath.split("/") if p]:
-        if part in (".", "..") or not NAME_RE.match(part):
+        if not readable_name(part):
             os.close(fd)
-            raise Refusal("io.unsafe_path", f"path component {part!r} is not allowed", field="path",
-                          expected="names of [A-Za-z0-9._-]", actual=relpath)
+            raise Refusal("io.unsafe_path", f"path component {part!r} is not allowed", field="name",
+                          expected=_NAMES, actual=relpath)
         try:
             nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
@@ -66,9 +68,10 @@ def list_dir(root: str | os.PathLike[str], relpath: str = "") -> list[Entry]:
         with os.scandir(fd) as scan:
             for item in scan:
                 where = f"{relpath}/{item.name}" if relpath else item.name
-                if not NAME_RE.match(item.name):
-                    raise Refusal("io.unsafe_path", f"{where!r} has a name outside [A-Za-z0-9._-]", field="path",
-                                  expected="names of [A-Za-z0-9._-]", actual=where)
+                if not readable_name(item.name):
+                    raise Refusal("io.unsafe_path", f"{where!r} has an unsafe name (a separator, a control or "
+                                  "format character, not UTF-8, or over 255 bytes)", field="name", expected=_NAMES,
+                                  actual=where)
                 st = item.stat(follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
                     entries.append(Entry(item.name, True, 0))

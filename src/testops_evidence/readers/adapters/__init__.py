@@ -235,11 +235,21 @@ def build_cell(
         "profile": dict(profile),
         "checks": checks,
         "message": _clip("; ".join(parts), CELL_MESSAGE_LIMIT),
-        "artifacts": [{"path": name, "sha256": sha} for name, sha in sorted(inputs)],
+        "artifacts": [{"path": artifact_path(name), "sha256": sha} for name, sha in sorted(inputs)],
     }
     if usage:
         document["usage"] = dict(usage)
     return document
+
+
+_UNLISTED = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def artifact_path(path: str) -> str:
+    """A report's path as a cell's ``artifacts`` may hold it (components of ``[A-Za-z0-9._-]``): producers
+    name files with spaces, ``#`` or ``+``, read as they are; the record keeps each other character as ``_``
+    (the digest beside it says which file it was)."""
+    return "/".join(_UNLISTED.sub("_", part)[:200] for part in path.split("/"))
 
 
 def _first(state: _CheckState, status: str, default: str) -> str:

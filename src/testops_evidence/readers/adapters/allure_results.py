@@ -3,9 +3,13 @@
 Only result files are read; containers (fixtures) are not needed because Allure adapters already mark a
 test ``broken`` when its fixture fails. Fail closed on everything that is not a finished run: ``skipped``
 is *not run*, ``unknown`` and ``broken`` are errors, a result whose ``stage`` is anything but
-``finished`` (``scheduled``, ``running``, ``pending``, ``interrupted``) did not run to a verdict, and a
-status that is not one of Allure's five is refused. Retries are folded as Allure Report folds them: among results
-with the same ``historyId`` (else the same ``fullName`` and ``name``), the one that started last counts.
+``finished`` (``scheduled``, ``running``, ``pending``, ``interrupted``) did not run to a verdict. Statuses are
+read as Allure Report 3's reader reads them (``packages/reader/src/allure2``, ``convertStatus``): in any case
+(``PASSED``, ``Passed``), and a ``null``, absent or unknown status is ``unknown`` — an error, never a pass; a
+status that is not a string is refused. A zero-byte result file holds no result, and Allure Report 3 shows
+none: it is skipped, so it can only leave a check not recorded. Retries are folded as Allure Report folds them:
+among results with the same ``historyId`` (else the same ``fullName`` and ``name``), the one that started last
+counts.
 """
 
 from __future__ import annotations
@@ -56,14 +60,17 @@ def parse_result(data: bytes, source: str) -> tuple[str, Outcome]:
     name = document.get("name")
     if not isinstance(name, str) or not name:
         raise _refuse(source, "has no name", name)
-    raw_status = document.get("status", "unknown")
-    status = _STATUS.get(raw_status) if isinstance(raw_status, str) else None
-    if status is None:
-        raise _refuse(source, "has an unknown status", raw_status)
+    raw_status = document.get("status")
+    if raw_status is not None and not isinstance(raw_status, str):
+        raise _refuse(source, "has a status that is not a string", type(raw_status).__name__)
+    status = _STATUS.get((raw_status or "unknown").lower(), ERROR)
     details = document.get("statusDetails")
     message = details.get("message") if isinstance(details, Mapping) else None
+    if raw_status is None or raw_status.lower() not in _STATUS:
+        shown = "no status" if raw_status is None else f"status {raw_status[:40]!r}"
+        message = f"{shown}, read as unknown" + (f": {message}" if isinstance(message, str) and message else "")
     stage = document.get("stage")
-    if stage is not None and stage != "finished" and status in (PASSED, FAILED):
+    if stage is not None and str(stage).lower() != "finished" and status in (PASSED, FAILED):
         status, message = SKIPPED, f"did not finish (stage={stage!r})"
     elif status == SKIPPED:
         message = f"skipped: {message}" if isinstance(message, str) and message else "skipped"
@@ -95,6 +102,8 @@ def parse_results(files: Iterable[tuple[str, bytes]]) -> list[Outcome]:
     for count, (source, data) in enumerate(files, start=1):
         if count > MAX_RESULTS:
             raise _refuse(source, f"more than {MAX_RESULTS} result files", count)
+        if not data:
+            continue  # no result in it (Allure Report 3 shows none): its checks stay not recorded
         fold, outcome = parse_result(data, source)
         kept = latest.get(fold)
         if kept is None or (outcome.start_ms or -1) >= (kept.start_ms or -1):

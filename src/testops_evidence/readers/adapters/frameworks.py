@@ -335,7 +335,7 @@ def framework_cell(case: Case, runs: Sequence[tuple[str, FrameworkRun]], outcome
         if trial not in run.trials(case.key):
             why = (f"the log measured case {case.key!r} in epochs {', '.join(map(str, run.trials(case.key)))}, "
                    f"not in epoch {trial}")
-            return build_cell(case, outcomes, **common, incomplete=why)
+            return build_cell(case, outcomes, **common, incomplete="; ".join([*filter(None, [run.incomplete]), why]))
         run = run.only_trial(case.key, trial)
     report = run.usage(case.key)
     return build_cell(case, [*outcomes, *run.outcomes], **common, expected_units=run.expected_units(case.key),

@@ -10,7 +10,9 @@ after the version: an unknown version is ``export.log_version``, naming it.
   sample summaries (``summaries.json``, else ``_journal/summaries/<n>.json``), within a budget of their
   declared sizes checked before anything is inflated (``export.log_budget``). The sample transcripts
   (``samples/<id>_epoch_<n>.json``) are not inflated, but every summary must have one: a result for a
-  sample the log holds no record of running is ``export.log_inconsistent``.
+  sample the log holds no record of running is ``export.log_inconsistent``. Older Inspect AI versions
+  wrote summaries without ``model_usage``; the usage of those samples is then read from their records,
+  within a budget of their declared sizes (:data:`RECORD_USAGE_BUDGET`; past it, their usage is unavailable).
 
 Mapping (docs/evidence.md, "Inspect AI"): a sample belongs to the case its ``case`` metadata names, else
 the case whose key is its id; each of its epochs is a unit. Each score is an outcome named by its scorer
@@ -67,6 +69,9 @@ SUMMARY_BUDGET = 64 * MIB
 # Parsed JSON costs up to ~80 bytes a value (`[[],[],...]` is 3 bytes a list): the values are bounded too.
 # Inspect's summaries hold about one value per 18 bytes, so 64 MiB of them is some 3.7 million.
 SUMMARY_VALUES = 4_000_000
+# Older summaries carry no usage: it is read from the sample records (transcripts) instead, as long as the
+# records of those samples declare at most this much; past it their usage is reported unavailable, never zero.
+RECORD_USAGE_BUDGET = 64 * MIB
 _HEADER = "header.json"
 _START = "_journal/start.json"
 _SUMMARIES = "summaries.json"
@@ -179,7 +184,34 @@ def _read_eval(data: bytes, source: str) -> InspectLog:
             if entry not in names:
                 raise inconsistent(TOOL, source, f"it has a result for sample {sample.id!r} epoch {sample.epoch} "
                                    f"but no record of running it ({entry})", expected=entry, actual="absent")
+        without = {index for index, raw in enumerate(summaries) if isinstance(raw, dict) and "model_usage" not in raw}
+        if without:
+            log = _usage_from_records(data, log, without, listing.sizes, source)
     return log
+
+
+def _usage_from_records(data: bytes, log: InspectLog, indices: set[int], sizes: Mapping[str, int],
+                        source: str) -> InspectLog:
+    """The log with the usage of the samples at ``indices`` (whose summaries carry none: older Inspect AI
+    versions) read from their sample records; unchanged when those records declare more than the budget."""
+    import dataclasses
+
+    entries = {index: f"{_SAMPLES}{log.samples[index].id}_epoch_{log.samples[index].epoch}.json" for index in indices}
+    if sum(sizes.get(entry, 0) for entry in entries.values()) > RECORD_USAGE_BUDGET:
+        return log
+    files = extract_zip(data, limits=EVAL_LIMITS, select=set(entries.values()).__contains__).files
+    if sum(value_bound(entry.data) for entry in files.values()) > SUMMARY_VALUES:
+        return log
+    samples = list(log.samples)
+    for index, entry in entries.items():
+        record = load_json(files[entry].data, TOOL, f"{source}:{entry}", constants=True)
+        if not isinstance(record, dict) or "model_usage" not in record:
+            continue
+        where = f"{source}:{entry}"
+        usage = {**samples[index].usage, **{name: value for name, value in _usage(record, where).items()
+                                            if samples[index].usage.get(name) is None}}
+        samples[index] = dataclasses.replace(samples[index], usage=usage)
+    return dataclasses.replace(log, samples=tuple(samples))
 
 
 def _wanted_entries(sizes: Mapping[str, int]) -> set[str]:

@@ -98,6 +98,20 @@ def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]
                       expected=f"<= {max_bytes} bytes of {what}", actual=total)
 
 
+def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
+    """A report's bytes. A report over its kind's cap is that case's problem, not the campaign's: it is
+    ``export.adapter`` (the case broken, every other case exported), where every other unsafe read — a link,
+    a special file — stays a refusal of the whole export."""
+    try:
+        return read_safe(root, relpath, limit=limit)
+    except Refusal as refusal:
+        if refusal.code != "io.too_large":
+            raise
+        raise Refusal("export.adapter", f"{_shown(root)}{relpath} is over the {limit // MIB} MiB a {what} report "
+                      f"may hold ({refusal.actual} bytes): write a smaller report, or split it", field=relpath,
+                      expected=f"a {what} report of at most {limit} bytes", actual=refusal.actual) from None
+
+
 def _inspect_run(data: bytes, source: str) -> FrameworkRun:
     return inspect.to_run(inspect.read_log(data, source))
 
@@ -107,6 +121,7 @@ FRAMEWORKS: dict[str, tuple[tuple[str, ...], int, Callable[[bytes, str], Framewo
     "inspect-log": ((".eval", ".json"), inspect.LOG_LIMIT, _inspect_run),
     "promptfoo": ((".json",), promptfoo.RESULTS_LIMIT, promptfoo.read_results),
 }
+_KIND_NAMES = {"inspect-log": "Inspect AI log", "promptfoo": "promptfoo results"}
 
 
 def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str | None = None,
@@ -126,7 +141,7 @@ def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str 
     runs: list[tuple[str, FrameworkRun]] = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, prefix + name, limit=limit)
+        data = read_report(root, prefix + name, limit, _KIND_NAMES[kind])
         inputs.append((prefix + artifact_name(name, f"{kind}{wanted[0]}"), sha256_bytes(data)))
         # refusals name the log by its whole path as the operator gave it, so it can be opened as written
         runs.append((shown_root + prefix + name, parse(data, shown_root + prefix + name)))
@@ -206,7 +221,7 @@ def read_junit_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outco
     outcomes: list[Outcome] = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, name, limit=JUNIT_LIMIT)
+        data = read_report(root, name, JUNIT_LIMIT, "JUnit XML")
         inputs.append((name, sha256_bytes(data)))
         outcomes += parse_junit(data, _shown(root) + name)
     return outcomes, inputs
@@ -216,7 +231,7 @@ def read_allure_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outc
     files = []
     inputs: list[tuple[str, str]] = []
     for name in names:
-        data = read_safe(root, name, limit=RESULT_LIMIT)
+        data = read_report(root, name, RESULT_LIMIT, "Allure result")
         inputs.append((name, sha256_bytes(data)))
         files.append((_shown(root) + name, data))
     return parse_results(files), inputs
@@ -340,6 +355,16 @@ def _has_reports(inside: Sequence[Entry]) -> bool:
                or (i.is_dir and i.name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)) for i in inside)
 
 
+def _name_failure(refusal: Refusal, relpath: str, key: str, worker: str | None) -> CellFile:
+    """A file with an unsafe name below a case's directory makes that case broken (``export.report_name``);
+    any other refusal is raised again."""
+    if refusal.code != "io.unsafe_path" or refusal.field != "name":
+        raise refusal
+    return CellFile(relpath, case=key, worker=worker, failure=Refusal(
+        "export.report_name", f"case directory {relpath}: {refusal.message}; nothing in it was read",
+        field=relpath, expected=refusal.expected, actual=refusal.actual))
+
+
 class _Reader:
     """Reads one cell-results directory into :class:`CellFile` candidates (nothing is trusted yet)."""
 
@@ -373,7 +398,14 @@ class _Reader:
         return [self.cell_file(f"{relpath}/{item.name}", key, worker) for item in documents]
 
     def case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
-        """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal)."""
+        """Cells of one case's directory: its ``*.json`` cells, else its reports adapted (or the refusal). A
+        file below it with an unsafe name is that case's problem (``export.report_name``), not the campaign's."""
+        try:
+            return self._case_directory(relpath, key, worker)
+        except Refusal as refusal:
+            return [_name_failure(refusal, relpath, key, worker)]
+
+    def _case_directory(self, relpath: str, key: str, worker: str | None) -> list[CellFile]:
         inside = [item for item in list_dir(self.root, relpath) if not item.name.startswith(".")]
         documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
         if documents:
@@ -410,7 +442,13 @@ class _Reader:
                                   actual=entry.name)
                 files.append(self.cell_file(entry.name, None, None))
                 continue
-            inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
+            try:
+                inside = [item for item in list_dir(self.root, entry.name) if not item.name.startswith(".")]
+            except Refusal as refusal:
+                if entry.name not in self.cases:
+                    raise
+                files.append(_name_failure(refusal, entry.name, entry.name, None))
+                continue
             documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
             if documents:
                 files += self.cell_files(entry.name, documents, None, None)

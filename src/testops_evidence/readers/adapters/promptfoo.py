@@ -14,6 +14,23 @@ threshold or score) fails them all. Repeats stay separate trials; every one must
 order promptfoo numbered them (``testIdx``), are its trials 1, 2, ... A result missing for one prompt of a
 test belongs to that test's case and trial (never to no trial); a test number without any result is a test
 whose case is unknown, so no case of the file can pass.
+
+**A run that did not finish passes nothing.** promptfoo saves the results of an interrupted or paused eval
+(Ctrl+C, ``promptfoo eval --resume``) as it saves a finished one, and ``promptfoo export eval`` writes them
+with consistent stats: only the tests it never reached are absent, so a case whose repeats ran first looks
+whole. From 0.120.7 promptfoo writes ``stats.durationMs`` when, and only when, an eval reaches its end: a
+file of such a version without it did not finish. Files of earlier versions record no such mark; the tests
+their config declares are counted instead (each test's var combinations times its repeats) and must be
+exactly the tests numbered in the file; a config whose tests cannot be counted from the file (tests or vars
+read from files, scenarios) shows nothing about completion. Either way no check of such a file can pass.
+
+A test restricted to some prompts or providers (its ``prompts:`` / ``providers:``, or
+``defaultTest``'s) is expected only in the prompt columns promptfoo ran it in, matched by promptfoo's own
+rules (label or id, ``*`` wildcards, ``ref:`` prefixes); a column the rules cannot exclude is expected.
+
+``failureReason`` is absent from results of promptfoo versions before it existed; such a result is read as
+those versions meant it: passed when ``success``, else failed by its assertions when it has a grading
+result and errored when it has none.
 """
 
 from __future__ import annotations
@@ -38,6 +55,9 @@ TOOL = "promptfoo results"
 SUPPORTED_VERSIONS = (3,)
 RESULTS_LIMIT = 512 * MIB
 _NONE, _ASSERT, _ERROR = 0, 1, 2
+# The first promptfoo that writes ``stats.durationMs`` when an eval finishes (0.120.5 does not; 0.120.6 was
+# never published), read from the packages on npm.
+DURATION_SINCE = (0, 120, 7)
 
 
 def _check_version(document: Any, source: str) -> None:
@@ -80,6 +100,7 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
             raise inconsistent(TOOL, source, f"result {index} names prompt {result['promptIdx']} of {prompts}",
                                expected=f"0..{prompts - 1}", actual=result["promptIdx"])
         seen.add(key)
+        result = _with_reason(result)
         _check_flags(result, where)
         successes += 1 if result["success"] else 0
         case, trial = trials[result["testIdx"]]
@@ -91,17 +112,126 @@ def read_results(data: bytes, source: str) -> FrameworkRun:
     if successes != stats["successes"]:
         raise inconsistent(TOOL, source, f"its stats count {stats['successes']} successes but {successes} results "
                            "succeeded", expected=stats["successes"], actual=successes)
-    # Every test ran against every prompt: a result missing for one of them was never run, and it belongs to
-    # its test's case and trial (the test's other prompts name them).
+    # Every test ran against every prompt column it was not restricted from: a result missing for one of them
+    # was never run, and it belongs to its test's case and trial (the test's other prompts name them).
+    columns = _columns(summary["prompts"], results)
+    tests = {result["testIdx"]: result["testCase"] for result in results}
     for test in sorted(trials):
         case, trial = trials[test]
         for prompt in range(prompts):
-            if (test, prompt) not in seen:
+            if (test, prompt) not in seen and _runs_in(tests[test], columns[prompt]):
                 units.append(Unit(case, f"test {test} prompt {prompt}", trial, {}))
     version = (document.get("metadata") or {}).get("promptfooVersion")
     notes = [f"written by promptfoo {version}"] if isinstance(version, str) and version else []
+    if any("failureReason" not in result for result in results):
+        notes.append("results without failureReason read by their grading result (errored when they have none)")
     return FrameworkRun(tool=f"{TOOL} v{summary['version']}", items="assertion result(s)", outcomes=tuple(outcomes),
-                        units=tuple(units), notes=tuple(notes), lost=_lost(trials))
+                        units=tuple(units), notes=tuple(notes), lost=_lost(trials),
+                        incomplete=_unfinished(document, set(trials), version))
+
+
+def _version(text: Any) -> tuple[int, int, int] | None:
+    parts = text.split("-", 1)[0].split(".") if isinstance(text, str) else []
+    if len(parts) != 3 or not all(part.isdigit() and len(part) <= 9 for part in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _unfinished(document: Mapping[str, Any], tests: set[int], version: Any) -> str | None:
+    """Why the file does not show that its eval finished (None: it does; see the module docstring)."""
+    stats = document["results"]["stats"]
+    parsed = _version(version)
+    shown = f"promptfoo {str(version)[:40]}" if isinstance(version, str) and version else "an unnamed promptfoo"
+    if parsed is not None and parsed >= DURATION_SINCE:
+        if "durationMs" in stats:
+            return None
+        return (f"the promptfoo eval did not finish: {shown} writes stats.durationMs when an eval reaches its end, "
+                "and this file has none (an interrupted or paused eval; finish it with `promptfoo eval --resume` "
+                "and export it again)")
+    expected = _declared_tests(document)
+    if expected is None:
+        return (f"{shown} records no mark of a finished eval (stats.durationMs is written from promptfoo "
+                f"{'.'.join(map(str, DURATION_SINCE))}), and the config's tests cannot be counted from the file: "
+                "write the results with a newer promptfoo")
+    # tests 0 .. expected - 1, each once (compared without building the range: a config may declare billions)
+    if len(tests) != expected or (tests and (min(tests) != 0 or max(tests) != expected - 1)):
+        return (f"the file does not show that the promptfoo eval finished: its config declares {expected} test(s) "
+                f"(with the repeats the file records) but the file numbers {len(tests)} (an interrupted or paused "
+                f"eval, or one run with options {shown} does not record)")
+    return None
+
+
+def _declared_tests(document: Mapping[str, Any]) -> int | None:
+    """How many tests promptfoo numbers for the file's config (var combinations x repeats of each test), when
+    the config says it alone: None for tests, vars or scenarios read from elsewhere."""
+    config = document.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("tests"), list) or config.get("scenarios"):
+        return None
+    repeat = _repeat(_object(document.get("runtimeOptions")).get("repeat"),
+                     _repeat(_object(config.get("evaluateOptions")).get("repeat"), 1))
+    default_vars = _object(_object(config.get("defaultTest")).get("vars"))
+    total = 0
+    for test in config["tests"]:
+        if not isinstance(test, dict):
+            return None
+        variables = {**default_vars, **_object(test.get("vars"))}
+        combinations = 1
+        options = _object(test.get("options"))
+        for value in variables.values():
+            if isinstance(value, str) and value.startswith("file://"):
+                return None
+            if isinstance(value, list) and value and isinstance(value[0], str) and not options.get("disableVarExpansion"):
+                combinations *= len(value)
+        total += combinations * _repeat(options.get("repeat"), repeat)
+    return total
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _repeat(value: Any, fallback: int) -> int:
+    """promptfoo's normalizeRepeatCount: a positive integer, else the fallback."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**53 else fallback
+
+
+def _columns(prompts: list[Any], results: list[Mapping[str, Any]]) -> list[tuple[set[str], set[str]]]:
+    """Each prompt column's names as promptfoo matches them: (prompt label and id, provider label and id)."""
+    columns: list[tuple[set[str], set[str]]] = []
+    for item in prompts:
+        entry = _object(item)
+        columns.append(({str(entry[k]) for k in ("label", "id") if isinstance(entry.get(k), str) and entry[k]},
+                        {entry["provider"]} if isinstance(entry.get("provider"), str) and entry["provider"] else set()))
+    for result in results:
+        provider = _object(result.get("provider"))
+        columns[result["promptIdx"]][1].update(v for v in (provider.get("id"), provider.get("label"))
+                                               if isinstance(v, str) and v)
+    return columns
+
+
+def _matches(ref: str, names: set[str]) -> bool:
+    """promptfoo's doesPromptRefMatch / doesProviderRefMatch on the names it knows of a column."""
+    return any(name == ref or (ref.endswith("*") and name.startswith(ref[:-1])) or name.startswith(f"{ref}:")
+               for name in names)
+
+
+def _runs_in(test: Mapping[str, Any], column: tuple[set[str], set[str]]) -> bool:
+    """Whether promptfoo ran ``test`` in a prompt column: only a restriction that names none of the column's
+    names excludes it (an unnamed column is expected, so a result missing there is never dropped)."""
+    for restriction, names in ((test.get("prompts"), column[0]), (test.get("providers"), column[1])):
+        if not isinstance(restriction, list) or not names or not all(isinstance(ref, str) for ref in restriction):
+            continue
+        if not any(_matches(ref, names) for ref in restriction):
+            return False
+    return True
+
+
+def _with_reason(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A result of a promptfoo version before ``failureReason`` with the reason those versions meant."""
+    if "failureReason" in result:
+        return result
+    reason = _NONE if result["success"] else _ASSERT if isinstance(result.get("gradingResult"), dict) else _ERROR
+    return {**result, "failureReason": reason}
 
 
 def _trials(results: list[Mapping[str, Any]]) -> dict[int, tuple[str, int]]:
