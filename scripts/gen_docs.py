@@ -5,6 +5,7 @@
 * ``docs/inputs.md``   from ``interface.INPUTS`` / ``OUTPUTS`` and the CLI parser (whole file)
 * ``docs/contract.md`` from ``schemas/contract.schema.json`` and ``examples/contract.yml``: only the part
   between the ``BEGIN GENERATED`` / ``END GENERATED`` markers; the hand-written guide above it is kept.
+* ``docs/evidence.md``  the table of report formats, from ``readers/adapters/formats.py`` (between markers)
 * ``docs/troubleshooting.md`` from ``errors.REGISTRY`` (each code's meaning, usual cause and fix): only the
   part between its markers; the hand-written problems without a code above it are kept.
 
@@ -483,6 +484,37 @@ def render_contract(existing: str | None, schema: Mapping[str, Any], example: st
     return text.rstrip("\n") + "\n\n" + generated + "\n"
 
 
+# --- docs/evidence.md: report formats -------------------------------------------------------------------------
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit:,} bytes"
+
+
+def render_formats(existing: str) -> str:
+    """The table of report formats in ``docs/evidence.md``, from ``adapters.formats.FORMATS``."""
+    from testops_evidence.readers.adapters.formats import FORMATS
+
+    rows = []
+    for fmt in FORMATS:
+        names = ", ".join(code(f"*{suffix}") for suffix in fmt.suffixes)
+        where = []
+        if fmt.loose:
+            loose = ", ".join(code(f"*{suffix}") for suffix in fmt.loose)
+            where.append(f"{loose} {'anywhere below' if fmt.recursive else 'at the top of'} the case directory"
+                         + (" (not inside another format's directory)" if fmt.recursive else ""))
+        if fmt.directory:
+            depth = "any directory named" if fmt.recursive else "the case directory's"
+            where.append(f"{names} in {depth} {code(fmt.directory + '/')}")
+        given = f"a file, or a directory of {names}" + (" (read to any depth)" if fmt.recursive else "")
+        rows.append((fmt.title, code(f"--{fmt.kind}"), given, "; ".join(where), _size(fmt.limit)))
+    generated = table(("format", "`cell` option", "the option takes", "in a case directory", "one file at most"),
+                      rows)
+    begin, end = BEGIN.format(name="report formats"), END.format(name="report formats")
+    head, rest = existing.split(begin, 1)
+    return head + begin + "\n" + "\n".join(generated) + "\n" + end + rest.split(end, 1)[1]
+
+
 # --- files ---------------------------------------------------------------------------------------------------
 
 
@@ -494,7 +526,10 @@ def targets(root: Path = ROOT) -> dict[Path, str]:
     example = (root / "examples" / "contract.yml").read_text(encoding="utf-8")
     troubleshooting_md = root / "docs" / "troubleshooting.md"
     troubleshooting = troubleshooting_md.read_text(encoding="utf-8") if troubleshooting_md.exists() else None
+    evidence_md = root / "docs" / "evidence.md"
+    formats = {evidence_md: render_formats(evidence_md.read_text(encoding="utf-8"))} if evidence_md.exists() else {}
     return {
+        **formats,
         root / "docs" / "errors.md": render_errors(errors.REGISTRY, errors.EXIT_MEANINGS),
         troubleshooting_md: render_troubleshooting(troubleshooting, errors.REGISTRY, errors.EXIT_MEANINGS),
         root / "docs" / "inputs.md": render_inputs(),

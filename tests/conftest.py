@@ -45,3 +45,27 @@ def testops_generation(request: pytest.FixtureRequest) -> Iterator[str]:
         yield generation
     finally:
         conformance.DEFAULT_GENERATION = previous
+
+
+@pytest.fixture(autouse=True)
+def github_answers_as_described() -> Iterator[None]:
+    """Every answer a GitHub test server gave during the test is what GitHub's REST description promises
+    (servers/github_description.py): the suite's flows are the record, the description the judge. Answers a test
+    shaped wrong on purpose (``Answer.crafted``) are left out. A server that outlives the test (a wider fixture)
+    has each answer judged once, at the end of the test it was given in."""
+    from servers.github_server import GitHubServer
+
+    yield
+    servers = list(GitHubServer.started)
+    GitHubServer.started[:] = [server for server in servers if server.running]
+    if not servers:
+        return
+    from servers import github_description
+
+    wrong = []
+    for server in servers:
+        with server.lock:
+            fresh, server.judged = server.answers[server.judged:], len(server.answers)
+        wrong += [line for answer in fresh if not answer.crafted
+                  for line in github_description.violations(answer, github_description.plan_of(answer))]
+    assert not wrong, "the GitHub test server answered unlike GitHub's description:\n" + "\n".join(wrong[:20])

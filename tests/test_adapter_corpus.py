@@ -19,7 +19,7 @@ from testops_evidence.errors import Refusal
 from testops_evidence.readers.adapters import PASSED, build_cell
 from testops_evidence.readers.adapters.allure_results import parse_result, parse_results
 from testops_evidence.readers.adapters.junit import parse_junit
-from testops_evidence.readers.adapters.layout import read_reports, walk
+from testops_evidence.readers.adapters.layout import read_case, walk
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA / "junit"
@@ -166,7 +166,8 @@ def test_export_reads_a_case_directory_recursively_with_relative_paths(tmp_path:
     (root / "budget-stop" / "nested" / "allure-results").mkdir()
     shutil.copy(next((DATA / "allure-results" / "allure-pytest").glob("*-result.json")),
                 root / "budget-stop" / "nested" / "allure-results" / "a-result.json")
-    outcomes, inputs = read_reports(root, "budget-stop")
+    found = read_case(root, "budget-stop")
+    outcomes, inputs = found.outcomes, found.inputs
     assert [name for name, _digest in inputs] == ["budget-stop/nested/deeper/g.xml",
                                                    "budget-stop/nested/allure-results/a-result.json"]
     assert len(outcomes) == 7

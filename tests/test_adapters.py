@@ -17,7 +17,7 @@ from testops_evidence.errors import Refusal
 from testops_evidence.readers.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome, build_cell, map_check
 from testops_evidence.readers.adapters.allure_results import parse_result, parse_results
 from testops_evidence.readers.adapters.junit import MAX_DEPTH, parse_junit
-from testops_evidence.readers.adapters.layout import adapt_reports, collect_cells, read_reports
+from testops_evidence.readers.adapters.layout import adapt_trials, collect_cells, read_case
 
 CONTRACT = small_contract()
 PROFILE = dict(CONTRACT.profile)
@@ -102,7 +102,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def cells_from(root: Path) -> dict[str, tuple[str, dict[str, bool]]]:
-    outcomes, inputs = read_reports(root)
+    found = read_case(root, "")
+    outcomes, inputs = found.outcomes, found.inputs
     assert inputs
     found = {}
     for case in CONTRACT.cases:
@@ -130,7 +131,7 @@ def test_adapted_cells_carry_messages_times_and_input_digests(reports: Path, tmp
     case_dir = tmp_path / "cell-results" / "budget-stop"
     case_dir.mkdir(parents=True)
     shutil.copy(reports / "junit.xml", case_dir / "junit.xml")
-    result = adapt_reports(tmp_path / "cell-results", "budget-stop", CONTRACT.case("budget-stop"),
+    [result] = adapt_trials(tmp_path / "cell-results", "budget-stop", CONTRACT.case("budget-stop"),
                            source_sha=HEAD_SHA, profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
     assert result is not None
     checks = {c["id"]: c for c in result.document["checks"]}
@@ -150,7 +151,7 @@ def test_the_same_reports_give_the_same_attempt_id(reports: Path, tmp_path: Path
         case_dir = tmp_path / name / "budget-stop"
         case_dir.mkdir(parents=True)
         shutil.copy(reports / "junit.xml", case_dir / "junit.xml")
-        result = adapt_reports(tmp_path / name, "budget-stop", CONTRACT.case("budget-stop"), source_sha=HEAD_SHA,
+        [result] = adapt_trials(tmp_path / name, "budget-stop", CONTRACT.case("budget-stop"), source_sha=HEAD_SHA,
                                profile=PROFILE, selection_sha256=SELECTION, fallback_time=0.0)
         assert result is not None
         ids.add(result.attempt_id)
@@ -390,7 +391,7 @@ def test_a_refused_report_in_the_cell_results_layout_is_named_by_its_whole_path(
     report.parent.mkdir(parents=True)
     report.write_text("<testsuite>" if layout.endswith(".xml") else "[]", encoding="utf-8")
     with pytest.raises(Refusal) as caught:
-        read_reports(root, "budget-stop")
+        read_case(root, "budget-stop")
     assert caught.value.code == "export.adapter"
     assert caught.value.field == f"{root}/budget-stop/{layout}"  # not just "junit.xml"
     assert f"{root}/budget-stop/{layout}" in caught.value.message

@@ -368,28 +368,10 @@ def test_cells_of_the_selections_attempt_and_under_any_of_earlier_ones_are_bound
         "a1", ["a0"])
 
 
-def test_a_cells_times_and_usage_are_read_once_and_kept_like_a_cached_property() -> None:
-    import functools
-
-    from testops_evidence.campaign.cells import CellResult, once
+def test_a_cells_times_and_usage_are_read_once() -> None:
+    from testops_evidence.campaign.cells import CellResult
 
     document = cell(small_contract(), "get-task-context")
     result = CellResult(document, "0" * 64, "source.json")
-    assert isinstance(CellResult.__dict__["started"], once) and CellResult.started is CellResult.__dict__["started"]
     first = result.started
-    assert result.__dict__["started"] is first and result.started is first  # computed once, then the instance's
-    assert result.finished >= first and result.usage() is result.usage()
-
-    class Both:
-        calls = 0
-
-        def value(self) -> int:
-            Both.calls += 1
-            return Both.calls
-
-        mine = once(value)
-        theirs = functools.cached_property(value)
-
-    both = Both()
-    assert (both.mine, both.mine, both.theirs, both.theirs) == (1, 1, 2, 2)
-    assert Both.__dict__["mine"].name == "mine"
+    assert result.started is first and result.finished >= first and result.usage() is result.usage()

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from helpers import fake_phase, parse_output_file, run_mode
 from testops_evidence import __version__, cli
@@ -29,7 +27,7 @@ from testops_evidence.errors import (
     REGISTRY,
     Refusal,
 )
-from testops_evidence.interface import COMMANDS, INPUTS, MODES, inputs_for, options_for
+from testops_evidence.interface import COMMANDS, inputs_for, options_for
 from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.runner import PhaseContext, PhaseResult
 
@@ -259,57 +257,7 @@ def test_the_worker_token_rule_applies_even_to_an_empty_variable(tmp_path: Path)
             assert (run.exit_code, run.outputs["error-code"]) == (EXIT_INTEGRITY, "worker.token_present"), variables
 
 
-# --- entrypoint.py (INPUT_* -> argv) ---------------------------------------------------------------------------
-
-
-def test_build_argv_maps_only_the_inputs_of_the_mode() -> None:
-    env = {"INPUT_MODE": "export", "INPUT_CELL-RESULTS": "cells", "INPUT_CASES": "a,b",
-           "INPUT_JOB-RUN-ID": "5", "INPUT_STATE-DIR": "/tmp/s", "INPUT_DEADLINE-SECONDS": "600"}
-    argv = entrypoint.build_argv(env)
-    assert argv == ["export", "--state-dir=/tmp/s", "--cell-results=cells"]
-
-
-def test_build_argv_skips_empty_values_and_unexpanded_expressions() -> None:
-    env = {"INPUT_MODE": "select", "INPUT_CASES": "", "INPUT_CATALOG": "${{ inputs.catalog }}",
-           "INPUT_SELECTION_PATH": "sel.json"}
-    assert entrypoint.build_argv(env) == ["select", "--selection-path=sel.json"]
-
-
-def test_build_argv_without_a_mode_is_empty() -> None:
-    assert entrypoint.build_argv({"INPUT_CASES": "a"}) == []
-    assert entrypoint.build_argv({"INPUT_MODE": "  "}) == []
-
-
-def test_build_argv_never_puts_a_secret_on_argv() -> None:
-    for mode in MODES:
-        env = {"INPUT_MODE": mode, "INPUT_GITHUB-TOKEN": SENTINEL, "INPUT_TESTOPS-TOKEN": SENTINEL,
-               "INPUT_TESTOPS_TOKEN": SENTINEL, "ALLURE_TOKEN": SENTINEL, "GITHUB_TOKEN": SENTINEL}
-        for spec in INPUTS:
-            if not spec.secret and spec.name != "mode":
-                env.setdefault(f"INPUT_{spec.name.upper()}", "1")
-        argv = entrypoint.build_argv(env)
-        assert not any(SENTINEL in word for word in argv), mode
-        assert not any("token" in word for word in argv), mode
-
-
-def test_build_argv_values_that_look_like_options_stay_values() -> None:
-    argv = entrypoint.build_argv({"INPUT_MODE": "launch", "INPUT_LAUNCH-NAME": "--nightly run"})
-    assert argv == ["launch", "--launch-name=--nightly run"]
-    args = cli.build_parser().parse_args(argv)
-    assert args.launch_name == "--nightly run"
-
-
-def test_every_mode_argv_parses_with_the_cli() -> None:
-    parser = cli.build_parser()
-    for mode in MODES:
-        env = {"INPUT_MODE": mode}
-        for spec in inputs_for(mode):
-            if not spec.secret:
-                env[f"INPUT_{spec.name.upper()}"] = f"v-{spec.name}"
-        args = parser.parse_args(entrypoint.build_argv(env))
-        for spec in inputs_for(mode):
-            if not spec.secret:
-                assert getattr(args, spec.name.replace("-", "_")) == f"v-{spec.name}"
+# --- entrypoint.py (INPUT_* -> the phase) ---------------------------------------------------------------------------
 
 
 def _run_entrypoint(tmp_path: Path, clean_env: pytest.MonkeyPatch, env: dict[str, str]) -> tuple[int, dict[str, str]]:
@@ -349,61 +297,6 @@ def test_entrypoint_runs_a_mode_through_the_cli(tmp_path: Path, clean_env: pytes
     assert (code, outputs) == (EXIT_INTEGRITY, {"error-code": "worker.token_present"})
     failure = json.loads((tmp_path / "state" / "failure.json").read_text())
     assert failure["actual"] == ["ALLURE_TOKEN"]
-
-
-# --- the command line without argparse (issue 17: a worker's start) -----------------------------------------
-
-
-def _argparse_values(words: list[str]) -> tuple[str, dict[str, object], object] | None:
-    try:
-        args = cli.build_parser().parse_args(words)
-    except SystemExit:
-        return None
-    values = {k.replace("_", "-"): v for k, v in vars(args).items()
-              if k not in ("mode", "summary_file", "json", "command_parser")}
-    return args.mode, values, args.summary_file
-
-
-_WORDS = ["--selection-path", "--selection-sha256", "--contract", "--state-dir", "--summary-file", "--backend",
-          "--selection-p", "--help", "-h", "--github-token", "--results-dir", "--cell-results", "--format",
-          "--case", "--out", "--adapter", "--", "x", "-1", "value with spaces", "", "junit", "files", "--x=y"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(mode=st.sampled_from(["verify-selection", "export", "cell", "rehearse", "check", "select"]),
-       words=st.lists(st.one_of(st.sampled_from(_WORDS), st.builds(lambda a, b: f"{a}={b}",
-                                                                   st.sampled_from(_WORDS[:8]),
-                                                                   st.sampled_from(_WORDS[16:]))), max_size=6))
-def test_the_simple_parse_is_what_argparse_makes_of_the_same_words(mode: str, words: list[str]) -> None:
-    simple = cli.parse_simple([mode, *words])
-    if simple is None:
-        return  # argparse parses it, as before
-    assert _argparse_values([mode, *words]) == simple
-
-
-def test_a_worker_command_line_is_parsed_without_argparse() -> None:
-    parsed = cli.parse_simple(["verify-selection", "--selection-path=s.json", "--selection-sha256", "a" * 64,
-                               "--summary-file", "out.md"])
-    assert parsed is not None
-    mode, values, summary_file = parsed
-    assert (mode, values["selection-path"], values["selection-sha256"], summary_file) == (
-        "verify-selection", "s.json", "a" * 64, "out.md")
-    assert parsed == _argparse_values(["verify-selection", "--selection-path=s.json", "--selection-sha256", "a" * 64,
-                                       "--summary-file", "out.md"])
-    for unusual in (["verify-selection", "--selection-p", "x"], ["verify-selection", "--help"],
-                    ["verify-selection", "--github-token=t"], ["verify-selection", "--contract", "-x"]):
-        assert cli.parse_simple(unusual) is None  # left to argparse: an abbreviation, help, a secret, a dash
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(min_size=16, max_size=16))
-def test_a_result_name_is_the_uuid4_of_its_random_bytes(random: bytes) -> None:
-    import uuid
-
-    from testops_evidence.runner import uuid4_text
-
-    assert uuid4_text(random) == str(uuid.UUID(bytes=random, version=4))
-    assert uuid.UUID(uuid4_text(random)).version == 4
 
 
 # --- a terminal reads like a terminal (issue 27) ---------------------------------------------------------

@@ -22,13 +22,27 @@ import pytest
 
 from evidence_support import EXAMPLE_CONTRACT, actions_env, cell, make_selection, uuid_factory, write_cells
 from helpers import FakeClock, PhaseRun, run_mode
-from test_startup_imports import DRIVER  # runs a script as `python -I` would and lists the modules it loaded
 from testops_evidence.campaign.compiled import COMPILED_LIMIT, compiled_bytes, compiled_path, load_compiled
 from testops_evidence.contract import load_contract
 from testops_evidence.safeio import canonical_json, sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "entrypoint.py"
+# Runs a script as `python -I script` would (this tree's sources first), then writes the names in sys.modules to
+# a file: which modules the start loaded.
+DRIVER = """
+import sys
+out, path, src = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, src)
+sys.argv = [path]
+status = 0
+try:
+    exec(compile(open(path, "rb").read(), path, "exec"), {"__name__": "__main__", "__file__": path})
+except SystemExit as stop:
+    status = stop.code
+with open(out, "w") as handle:
+    handle.write(str(status) + "\\n" + "\\n".join(sorted(sys.modules)))
+"""
 
 # A local campaign on the files backend: every phase runs outside Actions, no network. Paths are relative
 # so that two campaign directories produce the same bytes.
@@ -205,8 +219,8 @@ def started(directory: Path, mode: str, **inputs: str) -> tuple[int, set[str]]:
     env.update({"GITHUB_OUTPUT": str(directory / "output"), "GITHUB_STEP_SUMMARY": str(directory / "summary.md"),
                 "GITHUB_WORKSPACE": str(directory), "INPUT_MODE": mode})
     env.update({f"INPUT_{k.upper()}": v for k, v in {**OPTIONS, **inputs}.items()})
-    subprocess.run([sys.executable, "-I", "-c", DRIVER, str(out), str(ENTRYPOINT)], env=env, cwd=directory,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-I", "-c", DRIVER, str(out), str(ENTRYPOINT), str(REPO / "src")], env=env,
+                   cwd=directory, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     status, *modules = out.read_text().splitlines()
     return int(status or 0), set(modules)
 

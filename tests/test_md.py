@@ -244,32 +244,6 @@ def test_the_phase_and_refusal_headings_show_the_mode_as_code(mode: str) -> None
     assert "img" not in tags(parsed) and tags(parsed).count("h2") == 0
 
 
-# --- the pass-through of values the tables leave unchanged ---------------------------------------------------
-
-EVERY_CHARACTER_CLASS = (st.sampled_from(HOSTILE_PIECES) | st.text(max_size=4)
-                         | st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=8)
-                         | st.sampled_from(["case-00001", "native", "cell", "0123abcdef" * 6, "a b", "~", "\x7f"]))
-
-
-@settings(max_examples=600, deadline=None)
-@given(st.lists(EVERY_CHARACTER_CLASS, max_size=8).map("".join))
-@example("".join(chr(c) for c in range(0x80)))
-@example("\x7f")
-@example("\t")
-def test_the_fast_path_is_the_translation(value: str) -> None:
-    # A value passed through unchanged must be one the translation tables leave unchanged, and the other way
-    # round: the fast path decides nothing the tables would decide otherwise.
-    assert md._code_source(value) == value.translate(md._CODE_TABLE)
-    assert md._text_source(value) == value.translate(md._TEXT_TABLE)
-
-
-def test_every_ascii_character_takes_the_path_its_translation_needs() -> None:
-    for code in range(0x80):
-        char = chr(code)
-        assert (md._code_source(char) is char) == (char.translate(md._CODE_TABLE) == char), repr(char)
-        assert (md._text_source(char) is char) == (char.translate(md._TEXT_TABLE) == char), repr(char)
-
-
 @given(st.lists(st.tuples(HOSTILE, HOSTILE), max_size=12), st.integers(min_value=0, max_value=8))
 def test_a_table_told_of_rows_left_out_reads_as_one_given_them_all(rows: list[tuple[str, str]], limit: int) -> None:
     # export renders only the rows a summary table shows and says how many more there were

@@ -147,25 +147,6 @@ json_values = st.recursive(
     max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
-@given(value=json_values)
-def test_the_canonical_loader_is_json_loads(value: Any) -> None:
-    text = canonical_json(value).decode("utf-8")
-    assert gate.loads_canonical(text) == json.loads(text)
-
-
-@pytest.mark.parametrize("text", ["", " {}", "{} x", "{", "[1,]", '{"a":1}{"b":2}'])
-def test_the_canonical_loader_refuses_what_is_not_one_json_value(text: str) -> None:
-    with pytest.raises(ValueError):
-        gate.loads_canonical(text)
-
-
-@pytest.mark.parametrize("size", [0, 1, 64, gate.BUILTIN_SHA256_BELOW - 1, gate.BUILTIN_SHA256_BELOW, 3 << 20])
-def test_sha256_hex_is_sha256(size: int) -> None:
-    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
-    assert gate.sha256_hex(data) == hashlib.sha256(data).hexdigest()
-
-
 def test_a_contract_path_through_a_link_and_dot_dot_is_left_to_the_full_verification(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # `link/../contract.yml` names the file beside the link's *target* for the kernel (and for the full

@@ -1,186 +1,69 @@
-"""What a start imports, read from ``sys.modules`` of a real subprocess started as the action starts
-(``python -I entrypoint.py``): phases that need no network import neither PyGithub nor requests, and the
-worker's fast path and ``--version`` import none of the heavy modules that made a worker start cost ten
-bare interpreter starts (benchmarks/run.py --only startup measures the time; this keeps the cause away).
+"""What starting an entry point costs, as a ratio to a bare interpreter's start measured in the same run.
+
+Each entry point (the action's entrypoint, the CLI, the worker phases that run once per case) is imported by
+a fresh ``python -I`` from this tree's sources, interleaved with ``python -I -c pass``; the CPU time of each
+child (user + system, from ``wait4``) is compared by medians. The budgets are generous — a shared machine
+is noisy — and catch what matters to a worker's start: a network client or a schema engine pulled into a
+phase that never needs one costs several bare starts. The figures for a quiet machine are in BENCHMARKS.md
+(``benchmarks/run.py --only startup``).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from evidence_support import (
-    EXAMPLE_CONTRACT,
-    actions_env,
-    cell,
-    make_selection,
-    small_contract,
-    write_cells,
-    write_contract,
-)
-from testops_evidence.campaign.selection import build_selection, selection_bytes, write_selection
-from testops_evidence.context import env_context
-from testops_evidence.contract import load_contract
-from testops_evidence.safeio import sha256_bytes
+SRC = Path(__file__).resolve().parent.parent / "src"
+ROUNDS = 9
 
-REPO = Path(__file__).resolve().parent.parent
-ENTRYPOINT = REPO / "entrypoint.py"
-
-# Runs a script as `python -I script args...` would, then writes the names in sys.modules to a file. It
-# imports nothing itself, so every module listed was imported by the start (or by the interpreter).
-DRIVER = """
-import sys
-out, path = sys.argv[1], sys.argv[2]
-sys.argv = [path, *sys.argv[3:]]
-status = 0
-if path:
-    try:
-        exec(compile(open(path, "rb").read(), path, "exec"), {"__name__": "__main__", "__file__": path})
-    except SystemExit as stop:
-        status = stop.code
-with open(out, "w") as handle:
-    handle.write(str(status) + "\\n" + "\\n".join(sorted(sys.modules)))
-"""
-
-NETWORK = {"requests", "github", "urllib3", "http.client"}
-# jsonschema only explains an invalid document (contract.schema_errors); a valid one is checked by schemacheck.
-NO_REST = NETWORK | {"jsonschema"}
-HEAVY = {"ruamel.yaml", "jsonschema", "argparse", "re", "json", "dataclasses", "typing", "inspect", "pathlib",
-         "contextlib", "traceback", "uuid", "importlib.resources", "string", "_hashlib", "subprocess"}
+# entry point -> its budget, in bare interpreter starts
+BUDGETS = {
+    "testops_evidence.entrypoint": 15,  # every phase of the action starts here
+    "testops_evidence.cli": 15,  # `testops-evidence ...` in a worker's case command
+    "testops_evidence.phases.verify_selection": 20,  # once per matrix job
+    "testops_evidence.phases.cell": 30,  # once per case
+    "testops_evidence.phases.export": 30,  # once per worker job
+}
 
 
-def started(tmp: Path, env: dict[str, str], *argv: str, script: Path | None = ENTRYPOINT) -> tuple[int, set[str]]:
-    out = tmp / f"modules-{len(list(tmp.glob('modules-*')))}.txt"
-    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT", "TMPDIR")}
-    subprocess.run([sys.executable, "-I", "-c", DRIVER, str(out), str(script or ""), *argv], env={**base, **env},
-                   cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    status, *modules = out.read_text().splitlines()
-    return int(status or 0), set(modules)
+def cpu_seconds(*argv: str) -> float:
+    child = subprocess.Popen([sys.executable, "-I", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.stderr is not None
+    error = child.stderr.read().decode(errors="replace")
+    child.stderr.close()
+    assert child.returncode == 0, error
+    return usage.ru_utime + usage.ru_stime
 
 
-@pytest.fixture(scope="module")
-def bare(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """What this interpreter imports before any of our code (site, .pth files): never held against us."""
-    return started(tmp_path_factory.mktemp("bare"), {}, script=None)[1]
+def importing(module: str) -> tuple[str, ...]:
+    return ("-c", f"import sys; sys.path.insert(0, {str(SRC)!r}); import {module}")
 
 
-def imported(modules: set[str], names: set[str], bare: set[str]) -> set[str]:
-    return {m for m in modules - bare if m in names or any(m.startswith(f"{n}.") for n in names)}
+@pytest.mark.parametrize("module", sorted(BUDGETS))
+def test_an_entry_point_starts_within_its_budget_of_bare_interpreter_starts(module: str) -> None:
+    cpu_seconds(*importing(module))  # byte code compiled once, outside the measurement
+    bare: list[float] = []
+    start: list[float] = []
+    for _ in range(ROUNDS):
+        bare.append(cpu_seconds("-c", "pass"))
+        start.append(cpu_seconds(*importing(module)))
+    ratio = statistics.median(start) / max(statistics.median(bare), 1e-3)
+    assert ratio <= BUDGETS[module], (f"importing {module} costs {ratio:.1f} bare interpreter starts "
+                                      f"(budget {BUDGETS[module]}): {statistics.median(start) * 1000:.0f} ms CPU "
+                                      f"against {statistics.median(bare) * 1000:.0f} ms")
 
 
-def worker_env(tmp: Path, **inputs: str) -> dict[str, str]:
-    env = {**actions_env(), "GITHUB_OUTPUT": str(tmp / "output"), "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"),
-           "INPUT_STATE-DIR": str(tmp / "state")}
-    env.update({f"INPUT_{k.upper()}": v for k, v in inputs.items()})
-    return env
-
-
-def yaml_campaign(tmp: Path) -> tuple[Path, Path, str]:
-    contract_path = tmp / "contract.yml"
-    shutil.copyfile(EXAMPLE_CONTRACT, contract_path)
-    contract = load_contract(contract_path)
-    data = selection_bytes(build_selection(contract, env_context(actions_env()), list(contract.cases),
-                                           backend="files", source="contract"))
-    return contract_path, write_selection(tmp / "selection.json", data), sha256_bytes(data)
-
-
-def test_version_imports_nothing_heavy(tmp_path: Path, bare: set[str]) -> None:
-    status, modules = started(tmp_path, {}, "--version")
-    assert status == 0
-    assert imported(modules, NETWORK | HEAVY, bare) == set()
-
-
-def test_a_worker_verify_selection_imports_nothing_heavy_on_its_success_path(tmp_path: Path, bare: set[str]) -> None:
-    contract, selection, digest = yaml_campaign(tmp_path)
-    env = worker_env(tmp_path, MODE="verify-selection", CONTRACT=str(contract), **{
-        "SELECTION-PATH": str(selection), "SELECTION-SHA256": digest})
-    status, modules = started(tmp_path, env)
-    assert status == 0, (tmp_path / "summary.md").read_text()
-    assert "selected-count=12" in (tmp_path / "output").read_text()
-    assert imported(modules, NETWORK | HEAVY, bare) == set()
-
-
-def test_the_installed_command_starts_a_worker_as_light_as_the_entrypoint(tmp_path: Path, bare: set[str]) -> None:
-    # `testops-evidence verify-selection --...` (bin/testops-evidence): the command line is parsed without
-    # argparse (cli.parse_simple), so the installed command imports what the entrypoint imports (issue 17).
-    contract, selection, digest = yaml_campaign(tmp_path)
-    env = worker_env(tmp_path)
-    status, modules = started(tmp_path, env, "verify-selection", f"--contract={contract}",
-                              f"--selection-path={selection}", "--selection-sha256", digest,
-                              script=REPO / "bin" / "testops-evidence")
-    assert status == 0, (tmp_path / "summary.md").read_text()
-    assert "selected-count=12" in (tmp_path / "output").read_text()
-    assert imported(modules, NETWORK | HEAVY, bare) == set()
-
-
-def test_verify_selection_that_needs_the_full_check_still_imports_no_network_library(tmp_path: Path,
-                                                                                     bare: set[str]) -> None:
-    contract, selection, digest = yaml_campaign(tmp_path)
-    contract.write_bytes(contract.read_bytes().replace(b"\n", b"\r\n"))  # same contract, other bytes
-    env = worker_env(tmp_path, MODE="verify-selection", CONTRACT=str(contract), **{
-        "SELECTION-PATH": str(selection), "SELECTION-SHA256": digest})
-    status, modules = started(tmp_path, env)
-    assert status == 0, (tmp_path / "summary.md").read_text()
-    assert "testops_evidence.readers.yamlread" in modules  # the full check parsed the contract ...
-    assert imported(modules, NO_REST, bare) == set()  # ... and still needed no network library, nor jsonschema
-
-
-def test_export_imports_no_network_library(tmp_path: Path, bare: set[str]) -> None:
-    contract = small_contract()
-    selection, digest = make_selection(tmp_path, contract, actions_env())
-    cells = write_cells(tmp_path / "cells", [cell(contract, c.key) for c in contract.cases], digest)
-    env = worker_env(tmp_path, MODE="export", CONTRACT=str(write_contract(contract, tmp_path / "contract.json")),
-                     **{"SELECTION-PATH": str(selection), "SELECTION-SHA256": digest, "CELL-RESULTS": str(cells),
-                        "RESULTS-DIR": str(tmp_path / "allure-results")})
-    status, modules = started(tmp_path, env)
-    assert status == 0, (tmp_path / "summary.md").read_text()
-    assert imported(modules, NO_REST, bare) == set()
-
-
-def test_check_imports_no_network_library(tmp_path: Path, bare: set[str]) -> None:
-    status, modules = started(tmp_path, {}, "check", "--contract", str(EXAMPLE_CONTRACT))
-    assert status == 0
-    assert imported(modules, NO_REST, bare) == set()
-
-
-def test_the_files_backend_outside_actions_imports_no_rest_library_in_any_phase(tmp_path: Path,
-                                                                                bare: set[str]) -> None:
-    # A local campaign on the files backend (select, export, upload, verify with `local`, no GITHUB_ACTIONS)
-    # makes no REST call, so it loads neither PyGithub nor requests nor jsonschema (issue 17).
-    contract = small_contract()
-    contract_path = write_contract(contract, tmp_path / "contract.json")
-    base = {"GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-            "INPUT_STATE-DIR": str(tmp_path / "state"), "INPUT_CONTRACT": str(contract_path),
-            "INPUT_BACKEND": "files", "INPUT_LOCAL": "true", "GITHUB_WORKSPACE": str(tmp_path),
-            "INPUT_SELECTION-PATH": str(tmp_path / "selection.json"), "INPUT_REPORT": "never"}
-
-    def run(mode: str, **inputs: str) -> tuple[dict[str, str], set[str]]:
-        (tmp_path / "output").write_text("")
-        env = {**base, "INPUT_MODE": mode, **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}}
-        status, modules = started(tmp_path, env)
-        outputs = dict(line.split("=", 1) for line in (tmp_path / "output").read_text().splitlines() if "=" in line)
-        assert status in (0, 1), (mode, (tmp_path / "summary.md").read_text()[-2000:])
-        return outputs, imported(modules, NO_REST, bare)
-
-    selected, loaded = run("select")
-    assert selected.get("selection-sha256"), selected
-    assert loaded == set()
-    digest = selected["selection-sha256"]
-    write_cells(tmp_path / "cells", [cell(contract, c.key) for c in contract.cases], digest)
-    exported, loaded = run("export", **{"selection-sha256": digest, "cell-results": str(tmp_path / "cells"),
-                                        "results-dir": str(tmp_path / "allure-results")})
-    assert exported.get("receipt-sha256"), exported
-    assert loaded == set()
-    travelled = {"selection-sha256": digest, "receipt-sha256": exported["receipt-sha256"],
-                 "results-dir": str(tmp_path / "allure-results")}
-    uploaded, loaded = run("upload", **travelled)
-    assert uploaded.get("published") == "true", uploaded
-    assert loaded == set()
-    verified, loaded = run("verify", **travelled)
-    assert verified.get("verified-count") == str(len(contract.cases)), verified
-    assert loaded == set()
+def test_the_budget_can_fail() -> None:
+    """The measurement tells a heavy start from a light one: the network clients together cost more than the
+    entrypoint's budget (so a phase that pulled them in would be caught)."""
+    heavy = statistics.median(cpu_seconds("-c", "import github, requests, jsonschema") for _ in range(5))
+    bare = statistics.median(cpu_seconds("-c", "pass") for _ in range(5))
+    light = statistics.median(cpu_seconds(*importing("testops_evidence.entrypoint")) for _ in range(5))
+    assert heavy > 2 * light and heavy / bare > 5, (heavy, light, bare)

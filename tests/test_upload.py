@@ -142,7 +142,7 @@ def forge_pass(tmp_path: Path, key: str) -> Path:
     result_path = tmp_path / "allure-results" / row["result-file"]
     result = json.loads(result_path.read_text())
     result["status"] = "passed"
-    result.pop("statusDetails", None)
+    result["statusDetails"] = {}  # as an exported pass has it
     result_path.write_text(json.dumps(result))
     row.update(status="passed", reason="passed", **{"result-sha256": hashlib.sha256(result_path.read_bytes()).hexdigest()})
     receipt["counts"] = {"total": 3, "passed": receipt["counts"]["passed"] + 1,

@@ -8,17 +8,18 @@ the mask, so a registered secret never leaves the process, whatever the caller d
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import secrets
 import sys
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
-# Imported by every start: json, secrets, contextlib, pathlib and typing load only when used (a worker
-# phase's success path needs none of them; tests/test_startup_imports.py).
-TYPE_CHECKING = False
+from testops_evidence.errors import Refusal
+from testops_evidence.terminal import plain
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from types import TracebackType
-    from typing import Any, TextIO
-
     from testops_evidence.redact import Redactor
 
 # GitHub shows at most 1 MiB of summary per step; above that the upload fails (with an annotation).
@@ -84,8 +85,6 @@ def format_output_value(value: Any) -> str:
         return value
     if isinstance(value, int | float):
         return str(value)
-    import json
-
     return json.dumps(value, separators=(",", ":"), sort_keys=False, ensure_ascii=False)
 
 
@@ -172,9 +171,18 @@ class Runtime:
             self._out.write(f"::debug::{escape_data(self.scrub(message))}\n")
             self._out.flush()
 
-    def group(self, title: str) -> _Group:
+    @contextlib.contextmanager
+    def group(self, title: str) -> Iterator[None]:
         """``with runtime.group(title):`` — a collapsible log group in Actions, a heading elsewhere."""
-        return _Group(self, title)
+        title = self.scrub(title)
+        self._out.write(f"::group::{escape_data(title)}\n" if self.in_actions else f"== {for_terminal(title)}\n")
+        self._out.flush()
+        try:
+            yield
+        finally:
+            if self.in_actions:
+                self._out.write("::endgroup::\n")
+                self._out.flush()
 
     # --- outputs -----------------------------------------------------------------------------------
     def set_output(self, name: str, value: Any) -> None:
@@ -190,8 +198,6 @@ class Runtime:
         if "\n" in text or "\r" in text:
             # A random delimiter that cannot occur on its own line in the value (toolkit behaviour).
             while True:
-                import secrets
-
                 delim = f"ghadelimiter_{secrets.token_hex(16)}"
                 if delim not in text:
                     break
@@ -204,8 +210,6 @@ class Runtime:
         except OSError as exc:
             # A later step would miss this output (a digest, the error code): the step must fail, with a code,
             # not with a traceback and Python's exit code 1 ("cases failed").
-            from testops_evidence.errors import Refusal
-
             raise Refusal("io.write_failed", f"the step output {name} could not be written to GITHUB_OUTPUT "
                           f"({exc.strerror or type(exc).__name__})", field="GITHUB_OUTPUT",
                           expected="a file the step can append to", actual=self._output_path) from None
@@ -229,8 +233,6 @@ class Runtime:
                 self._out.write(markdown)
                 self._out.flush()
                 return
-            from testops_evidence.terminal import plain
-
             stream = self._err if refusal or self.json_output else self._out
             stream.write(for_terminal(plain(markdown)))
             stream.flush()
@@ -260,23 +262,3 @@ class Runtime:
         except OSError as exc:  # a summary must never fail the step
             self.annotate("warning", f"could not write the step summary: {exc.strerror}")
             self._summary_path = None
-
-
-class _Group:
-    """The log group of :meth:`Runtime.group` (a class, not contextlib: see the imports)."""
-
-    def __init__(self, runtime: Runtime, title: str) -> None:
-        self._runtime = runtime
-        self._title = runtime.scrub(title)
-
-    def __enter__(self) -> None:
-        runtime = self._runtime
-        runtime._out.write(f"::group::{escape_data(self._title)}\n" if runtime.in_actions
-                           else f"== {for_terminal(self._title)}\n")
-        runtime._out.flush()
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        if self._runtime.in_actions:
-            self._runtime._out.write("::endgroup::\n")
-            self._runtime._out.flush()

@@ -5,21 +5,16 @@ workers' reach, and every artifact goes into a directory of its own that nothing
 reached the runtime token can re-upload an artifact of its run (upload-artifact v4 ``overwrite: true``) with the
 bound file unchanged and more files beside it: re-hashing the bound file alone would not notice. So the reader
 refuses the directory when it holds any entry it does not bind (hidden ones included), naming the entry.
-
-Imported by the runner before a phase starts: ``os`` only (tests/test_startup_imports.py).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Collection
 
 from testops_evidence.errors import Refusal, input_error
 from testops_evidence.settings import Settings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Collection
 
 DEFAULT_SELECTION = "testops-evidence-selection.json"
 

@@ -4,17 +4,16 @@ is visible to every process on the machine, so tokens come only from the environ
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
+from collections.abc import Sequence
 
 from testops_evidence import __version__
-
-# argparse (with gettext, re, shutil, ...) costs about half a bare interpreter start; it is imported only
-# when a command line needs parsing, and `--version` needs none (benchmarks/run.py --only startup).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Sequence
+from testops_evidence.actions import Runtime
+from testops_evidence.interface import COMMANDS, inputs_for, options_for
+from testops_evidence.runner import run_phase
 
 VERSION = f"testops-evidence {__version__}"
 
@@ -36,16 +35,12 @@ _DESCRIPTIONS = {
     "check": "validate a contract and print a summary of it",
     "rehearse": "run the whole campaign locally on the files backend",
     "verify-attestation": "re-check a publication attestation (in-toto Statement) against the published files",
-    "cell": "worker: write one cell result from JUnit XML, allure-results, an Inspect AI log or promptfoo results "
-            "(adapter rules in docs/evidence.md)",
+    "cell": "worker: write one cell result from test or evaluation reports (formats and adapter rules in "
+            "docs/evidence.md)",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import argparse
-
-    from testops_evidence.interface import COMMANDS, inputs_for, options_for
-
     parser = argparse.ArgumentParser(
         prog="testops-evidence",
         description="Fail-closed evaluation campaigns on GitHub Actions, published to Allure TestOps.",
@@ -77,82 +72,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if words == ["--version"]:  # what argparse's version action prints, without building the parser
-        sys.stdout.write(VERSION + "\n")
-        sys.stdout.flush()
-        raise SystemExit(0)  # as argparse's version action does
     # --json (any command): stdout carries one JSON document — the outputs, the exit code and the refusal —
     # and what a person reads goes to stderr.
     json_output = "--json" in words[1:]
     words = [word for index, word in enumerate(words) if index == 0 or word != "--json"]
-    argv = words
-    simple = parse_simple(words)
-    if simple is not None:
-        mode, values, summary_file = simple
-    else:
-        parser = build_parser()
-        args, unknown = parser.parse_known_args(argv)
-        if unknown and args.mode:
-            # The command's own usage, not the top-level one: the user was one option away.
-            args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        if not args.mode:
-            parser.print_help()
-            return 2
-        mode, summary_file = args.mode, args.summary_file
-        values = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("mode", "summary_file", "json", "command_parser")}
-    from testops_evidence.actions import Runtime
-    from testops_evidence.runner import run_phase
-
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(words)
+    if unknown and args.mode:
+        # The command's own usage, not the top-level one: the user was one option away.
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if not args.mode:
+        parser.print_help()
+        return 2
+    mode, summary_file = args.mode, args.summary_file
+    values = {k.replace("_", "-"): v for k, v in vars(args).items()
+              if k not in ("mode", "summary_file", "json", "command_parser")}
     runtime = Runtime(os.environ, summary_file=summary_file, json_output=json_output)
     exit_code = run_phase(mode, values, os.environ, runtime)
     if json_output:
-        import json
-
         document = {"mode": mode, "exit-code": exit_code, "outputs": runtime.outputs, "refusal": runtime.refusal}
         sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
         sys.stdout.flush()
     return exit_code
-
-
-def parse_simple(words: Sequence[str]) -> tuple[str, dict[str, str | None], str | None] | None:
-    """``MODE --name=value --name value ...`` with exact option names of MODE, parsed without argparse: what
-    argparse would make of it (every input of the command present, None when not given; options with their
-    defaults; the last of a repeated option), or None for anything else — help, an abbreviation, an unknown or
-    secret option, a value that starts with ``-``, a choice outside its choices — which argparse then parses
-    and answers as before. A worker's `testops-evidence verify-selection ...` starts without building sixteen
-    sub-parsers (benchmarks/run.py --only startup)."""
-    from testops_evidence.interface import COMMANDS, inputs_for, options_for
-
-    if not words or words[0] not in COMMANDS:
-        return None
-    mode = words[0]
-    values: dict[str, str | None] = {spec.name: None for spec in inputs_for(mode) if not spec.secret}
-    choices: dict[str, tuple[str, ...]] = {}
-    for option in options_for(mode):
-        values[option.name] = option.default
-        choices[option.name] = option.choices
-    known = {*values, "summary-file"}
-    given: dict[str, str] = {}
-    index = 1
-    while index < len(words):
-        word = words[index]
-        if not word.startswith("--"):
-            return None
-        name, equals, value = word[2:].partition("=")
-        if not equals:
-            if index + 1 >= len(words) or words[index + 1].startswith("-"):
-                return None
-            index += 1
-            value = words[index]
-        if name not in known or value.startswith("-") or (choices.get(name) and value not in choices[name]):
-            return None
-        given[name] = value
-        index += 1
-    summary_file = given.pop("summary-file", None)
-    values.update(given)
-    return mode, values, summary_file
 
 
 if __name__ == "__main__":

@@ -335,10 +335,9 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "write `behavior_failure` otherwise.",
               cause="A harness that writes `passed` from its exit code while a check failed or was not measured.",
               scope=SCOPE_CASE),
-        _spec("export.adapter", _U, "a JUnit XML, allure-results, Inspect AI or promptfoo input cannot be adapted",
-              "Check the report file the refusal names: it must be JUnit XML, allure-results, an Inspect AI log or "
-              "promptfoo results whose test, scorer or assertion names map to the case's checks (docs/evidence.md, "
-              "adapters).",
+        _spec("export.adapter", _U, "a test or evaluation report cannot be adapted",
+              "Check the report file the refusal names: it must be a report of a format `cell` reads whose test, "
+              "scorer or assertion names map to the case's checks (docs/evidence.md, report formats and adapters).",
               cause="An empty report directory, a report of another tool, or test names that map to no check.",
               scope=SCOPE_CASE),
         _spec("export.report_name", _U, "a file in a case's directory has a name that is unsafe to read (a "
@@ -638,6 +637,13 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "Check that GITHUB_API_URL is the API the runner should use (GHES: https://HOST/api/v3) and that no "
               "proxy rewrites the Link header; the page was not followed, so re-run once the answer is fixed.",
               cause="A proxy or hostile server answering for GitHub with a Link header that points elsewhere."),
+        # --- GitHub answers read as GitHub's REST description promises them (issue 28, G1) ---------------
+        _spec("github.field_absent", _R, "a GitHub answer leaves out a field its description makes optional, "
+              "and the action cannot bind the run without it",
+              "Use a GitHub (or GHES) whose REST API reports the field the refusal names (GHES 3.17's does for "
+              "`run_attempt`); nothing was published, so re-run once it does.",
+              cause="An older GHES or a proxy that leaves out `run_attempt`: GitHub's description does not require "
+                    "it, but every receipt, artifact binding and the first-only trust rule are bound to the attempt."),
         # The campaign's result where GitHub users look (verify: check-run, pr-comment; github_checks.py).
         _spec("github.check_run_denied", _R, "GitHub refused the check run (403 or 404): the token lacks `checks: write`",
               "Grant `checks: write` to the job that runs verify (the campaign template's publish job; and to the "

@@ -7,12 +7,10 @@ the two equal, so the documentation cannot drift from the code.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-# Imported by every start (`--version`, worker phases): no dataclasses, typing or re at import time;
-# benchmarks/run.py --only startup and tests/test_startup_imports.py keep it so.
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 # Exit codes (docs/errors.md, "Exit codes").
 EXIT_OK = 0
@@ -49,39 +47,22 @@ SCOPE_CASE = "case"
 SCOPE_EXPORT = "export"
 
 
+@dataclass(frozen=True)
 class CodeSpec:
     """One registered code: its exit code, its meaning, its usual cause, the operator's next step (docs/errors.md
     and docs/troubleshooting.md are generated from these) and, for a code export meets in a cell, whether the
     case or the whole export is refused (``scope``)."""
 
-    __slots__ = ("cause", "code", "exit_code", "hint", "meaning", "scope")
-
-    def __init__(self, code: str, exit_code: int, meaning: str, hint: str = "", cause: str = "",
-                 scope: str = "") -> None:
-        self.code = code
-        self.exit_code = exit_code
-        self.meaning = meaning
-        self.hint = hint
-        self.cause = cause
-        self.scope = scope
-
-    def _key(self) -> tuple[str, int, str, str, str, str]:
-        return (self.code, self.exit_code, self.meaning, self.hint, self.cause, self.scope)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CodeSpec) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return (f"CodeSpec(code={self.code!r}, exit_code={self.exit_code!r}, meaning={self.meaning!r}, "
-                f"hint={self.hint!r}, cause={self.cause!r}, scope={self.scope!r})")
+    code: str
+    exit_code: int
+    meaning: str
+    hint: str = ""
+    cause: str = ""
+    scope: str = ""
 
 
-# The registry of codes (``codes.py``) is read only when a refusal is made or documented: building its few hundred
-# entries was the largest import of a worker's start (benchmarks/run.py --only startup), whose success path makes
-# no refusal.
+# The registry of codes lives in ``codes.py``, which builds its entries with CodeSpec from here: it is read on
+# first use, so that the two modules can import each other.
 if TYPE_CHECKING:
     REGISTRY: dict[str, CodeSpec]
 
@@ -98,14 +79,12 @@ def _registry() -> dict[str, CodeSpec]:
     return REGISTRY
 
 
-_AREA_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
-_REASON_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+_CODE_FORM = re.compile(r"[a-z_]+\.[a-z0-9_-]+\Z")
 
 
 def _is_code_form(code: str) -> bool:
-    """``<area>.<reason>``: ``[a-z_]+`` dot ``[a-z0-9_-]+`` (a string test: no regex engine at start-up)."""
-    area, dot, reason = code.partition(".")
-    return bool(dot and area and reason) and set(area) <= _AREA_CHARS and set(reason) <= _REASON_CHARS
+    """``<area>.<reason>``: ``[a-z_]+`` dot ``[a-z0-9_-]+``."""
+    return _CODE_FORM.match(code) is not None
 
 
 def lookup(code: str) -> CodeSpec:
@@ -163,6 +142,12 @@ class Refusal(Exception):
         # Every problem found, when there are several (a contract): pointer, line, column, message.
         self.problems = [{k: _capped_value(v) for k, v in p.items()} for p in problems] if problems else None
 
+    def detached(self) -> Refusal:
+        """This refusal without the frames it was raised in and the error it was raised from, whose locals hold
+        the refused input: what is kept as evidence of a refused cell or report."""
+        self.__traceback__ = self.__context__ = self.__cause__ = None
+        return self
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message, "exit-code": self.exit_code}
         if self.field is not None:
@@ -200,8 +185,6 @@ def _capped_value(value: Any) -> Any:
     if isinstance(value, str):
         return _capped(value, VALUE_CAP)
     if isinstance(value, list | dict):
-        import json  # only when a refusal echoes a collection: errors is imported at every start
-
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         return value if len(text) <= VALUE_CAP else _capped(text, VALUE_CAP)
     return value
@@ -212,8 +195,6 @@ def _shown(value: Any) -> str:
     ``null``, ``true``), not a Python repr of a list, dict, None or bool."""
     if isinstance(value, str):
         return repr(value)  # quoted with newlines escaped; JSON would escape the quotes a message often holds
-    import json  # only when a refusal is shown: errors is imported at every start
-
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 

@@ -9,6 +9,11 @@ server is ``github.transport``, an answer still incomplete at its deadline (howe
 is ``github.timeout``, a response without a field we bind is ``github.response_invalid``, and a next-page
 link off ``GITHUB_API_URL`` is ``github.pagination_foreign`` (never followed).
 The token is never part of a message: messages name the request, never its headers.
+
+Answers are read as GitHub's REST description (github/rest-api-description) promises them: a field it does not
+require may be absent. Where the action can do without one it reads the absence as the description means it
+(a run without ``actor``: no actor known, which an actor list then refuses); where it cannot (a run without
+``run_attempt``, which every binding names) the refusal is ``github.field_absent`` and names the field.
 """
 
 from __future__ import annotations
@@ -110,7 +115,9 @@ class RunObject:
     head_branch: str | None
     head_sha: str
     workflow_id: int
-    actor_id: int
+    # None when the answer has no `actor` (the description does not require it): no actor is then known, the
+    # cross-checks have nothing to compare, and a trust policy with an actor list refuses (guard.actor).
+    actor_id: int | None
     actor_login: str | None
     triggering_actor_id: int | None  # None on servers too old to report it (the actor check then refuses)
     triggering_actor_login: str | None
@@ -341,6 +348,13 @@ def _invalid(what: str, field: str, value: Any) -> Refusal:
                    expected="present, of the documented type", actual=shown)
 
 
+def _absent(what: str, field: str, why: str) -> Refusal:
+    """A field GitHub's description makes optional, which this reading cannot do without (and says why)."""
+    return Refusal("github.field_absent", f"GitHub's {what} has no `{field}`, which GitHub's REST description "
+                   f"does not require but the action cannot do without: {why}", field=field,
+                   expected="present", actual="(absent)")
+
+
 def _int(doc: Mapping[str, Any], key: str, what: str) -> int:
     value = doc.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -404,10 +418,15 @@ def run_from_json(raw: Mapping[str, Any], *, private: bool | None = None) -> Run
     head_sha = _str(raw, "head_sha", what)
     if not SHA_RE.match(head_sha):
         raise _invalid(what, "head_sha", head_sha)
-    actor = _obj(raw, "actor", what)
+    actor = raw.get("actor")
+    if "actor" in raw and not isinstance(actor, dict):  # absent is allowed; null is not (not `nullable`)
+        raise _invalid(what, "actor", actor)
     triggering = raw.get("triggering_actor")
     if triggering is not None and not isinstance(triggering, dict):
         raise _invalid(what, "triggering_actor", triggering)
+    if "run_attempt" not in raw:
+        raise _absent(what, "run_attempt", "the run attempt binds the receipts, the workers' artifacts and the "
+                      "first-only trust rule, and GITHUB_RUN_ATTEMPT is only the claim GitHub's answer confirms")
     is_private = repo.get("private") if isinstance(repo.get("private"), bool) else private
     if not isinstance(is_private, bool):
         raise _invalid(what, "repository.private", is_private)
@@ -427,8 +446,8 @@ def run_from_json(raw: Mapping[str, Any], *, private: bool | None = None) -> Run
         head_branch=_opt_str(raw, "head_branch", what),
         head_sha=head_sha,
         workflow_id=_int(raw, "workflow_id", what),
-        actor_id=_int(actor, "id", "run's actor"),
-        actor_login=_opt_str(actor, "login", "run's actor"),
+        actor_id=_int(actor, "id", "run's actor") if actor is not None else None,
+        actor_login=_opt_str(actor, "login", "run's actor") if actor is not None else None,
         triggering_actor_id=_int(triggering, "id", "run's triggering actor") if triggering else None,
         triggering_actor_login=_opt_str(triggering, "login", "run's triggering actor") if triggering else None,
         repository=_str(repo, "full_name", "run's repository"),
@@ -513,7 +532,10 @@ def earlier_run_attempts(api_url: str, token: str, repository: str, workflow: st
         if not isinstance(item, dict):
             raise _invalid("workflow run list", "workflow_runs[]", type(item).__name__)
         run_id = _int(item, "id", "workflow run")
-        attempt = item.get("run_attempt", 1)
+        if "run_attempt" not in item:  # optional in GitHub's description, with no default it documents
+            raise _absent("workflow run", "run_attempt", f"the jobs of each attempt of run {run_id} bind its "
+                          "artifacts to the job that recorded uploading them")
+        attempt = item.get("run_attempt")
         if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= 1000:
             raise _invalid("workflow run", "run_attempt", attempt)
         if run_id < before:
@@ -852,10 +874,11 @@ def cross_checks(env: Mapping[str, str], event: Mapping[str, Any], run: RunObjec
         # the branch rule (guard.branch) instead of looking like tampering.
         ref_name = re.sub(r"^refs/(heads|tags)/", "", env_ctx.workflow_ref)
         checks.append(check("head branch (workflow ref)", "head-branch", ref_name, run.head_branch))
-    if env_ctx.actor_id is not None:
+    # A run whose answer names no actor has nothing to compare; its context then has no actor (trust_checks).
+    if env_ctx.actor_id is not None and run.actor_id is not None:
         checks.append(check("actor id", "actor-id", env_ctx.actor_id, run.actor_id))
     sender = event.get("sender")
-    if isinstance(sender, dict) and "id" in sender:
+    if isinstance(sender, dict) and "id" in sender and run.actor_id is not None:
         checks.append(BindingCheck("actor id: event sender = REST", code, "sender-id", sender.get("id"),
                                    run.actor_id, sender.get("id") == run.actor_id))
     repo = event.get("repository")

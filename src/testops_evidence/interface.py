@@ -6,9 +6,7 @@ table are all checked against this module by tests, so they agree by constructio
 
 from __future__ import annotations
 
-# Imported by every start (`--version`, worker phases): plain classes, not dataclasses, because importing
-# dataclasses (inspect, ast, re, ...) costs as much as half a bare interpreter start
-# (benchmarks/run.py --only startup; tests/test_startup_imports.py).
+from dataclasses import dataclass
 
 MODES: tuple[str, ...] = (
     "guard",
@@ -27,43 +25,21 @@ MODES: tuple[str, ...] = (
     "pages",
 )
 # Extra CLI-only commands (not action modes): validate a contract, the local rehearsal, and the worker-side
-# helper that writes a cell result from JUnit XML / allure-results / Inspect AI logs / promptfoo results.
+# helper that writes a cell result from test or evaluation reports.
 COMMANDS: tuple[str, ...] = (*MODES, "check", "rehearse", "cell", "verify-attestation")
 
 ALL = "*"  # every action mode; a CLI-only command names the inputs it takes itself
 CLI_ONLY: tuple[str, ...] = tuple(command for command in COMMANDS if command not in MODES)
 
 
-class _Spec:
-    """Value semantics (equality, hash, repr) over ``__slots__``, as a frozen dataclass would give."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({inner})"
-
-
-class InputSpec(_Spec):
-    __slots__ = ("default", "description", "env_fallbacks", "kind", "modes", "name")
-
-    def __init__(self, name: str, description: str, default: str | None = None, modes: tuple[str, ...] = ("*",),
-                 kind: str = "string", env_fallbacks: tuple[str, ...] = ()) -> None:
-        self.name = name
-        self.description = description
-        self.default = default  # the action.yml default; None = no default
-        self.modes = modes
-        self.kind = kind  # string | bool | int | path | secret
-        self.env_fallbacks = env_fallbacks
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    description: str
+    default: str | None = None  # the action.yml default; None = no default
+    modes: tuple[str, ...] = (ALL,)
+    kind: str = "string"  # string | bool | int | path | secret
+    env_fallbacks: tuple[str, ...] = ()
 
     def applies_to(self, mode: str) -> bool:
         return mode in self.modes or (ALL in self.modes and mode in MODES)
@@ -150,8 +126,8 @@ INPUTS: tuple[InputSpec, ...] = (
               "then builds a YAML contract from the copy guard compiled in the state directory, bound by this digest, "
               "instead of parsing it again (empty: select parses the contract).", "", ("select",)),
     # --- export / upload / verify
-    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case JUnit XML, "
-              "allure-results, Inspect AI logs or promptfoo results).", "cell-results", ("export",), kind="path"),
+    InputSpec("cell-results", "export: directory of cell results (`*.json` cell-result/v2, or per case the reports `cell` "
+              "reads: docs/evidence.md).", "cell-results", ("export",), kind="path"),
     InputSpec("artifact-prefix", "export / collect-cells / select: the campaign's artifact prefix. select: the "
               "prefix of the artifacts rerun-from and compare-with look for (default `testops-evidence`). export: "
               "when set, "
@@ -229,18 +205,15 @@ INPUTS: tuple[InputSpec, ...] = (
 INPUTS_BY_NAME: dict[str, InputSpec] = {spec.name: spec for spec in INPUTS}
 
 
-class OptionSpec(_Spec):
+@dataclass(frozen=True)
+class OptionSpec:
     """A command-line option of a CLI-only command that is not an action input (``rehearse``, ``cell``)."""
 
-    __slots__ = ("choices", "commands", "default", "description", "name")
-
-    def __init__(self, name: str, description: str, commands: tuple[str, ...],
-                 choices: tuple[str, ...] = (), default: str | None = None) -> None:
-        self.name = name
-        self.description = description
-        self.commands = commands
-        self.choices = choices
-        self.default = default
+    name: str
+    description: str
+    commands: tuple[str, ...]
+    choices: tuple[str, ...] = ()
+    default: str | None = None
 
 
 CLI_OPTIONS: tuple[OptionSpec, ...] = (
@@ -250,11 +223,6 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
                "from this directory for each selected case with the environment the campaign template gives "
                "(docs/workflows.md); the contract defaults to .github/testops-evidence.yml", ("rehearse",)),
     OptionSpec("case", "required: the contract case key the reports measured", ("cell",)),
-    OptionSpec("junit", "a JUnit XML file, or a directory of them", ("cell",)),
-    OptionSpec("allure-results", "an allure-results directory", ("cell",)),
-    OptionSpec("inspect-log", "an Inspect AI log (.eval or .json), or a directory of them", ("cell",)),
-    OptionSpec("promptfoo", "a promptfoo results file (promptfoo eval -o results.json), or a directory of them",
-               ("cell",)),
     OptionSpec("out", "required: the cell result file to write (once; never overwritten)", ("cell",)),
     OptionSpec("source-sha", "the evaluated commit (default: GITHUB_SHA in Actions, else git HEAD)", ("cell",)),
     OptionSpec("attempt-id", "the attempt id (default: derived from the reports' digests)", ("cell",)),
@@ -269,13 +237,11 @@ CLI_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-class OutputSpec(_Spec):
-    __slots__ = ("description", "modes", "name")
-
-    def __init__(self, name: str, description: str, modes: tuple[str, ...]) -> None:
-        self.name = name
-        self.description = description
-        self.modes = modes
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    description: str
+    modes: tuple[str, ...]
 
 
 OUTPUTS: tuple[OutputSpec, ...] = (
@@ -390,8 +356,14 @@ def inputs_for(mode: str) -> list[InputSpec]:
 
 
 def options_for(command: str) -> list[OptionSpec]:
-    """The options a CLI-only command has beyond its inputs."""
-    return [spec for spec in CLI_OPTIONS if command in spec.commands]
+    """The options a CLI-only command has beyond its inputs; ``cell`` has one per report format, after
+    ``--case`` (readers/adapters/formats.py)."""
+    specs = [spec for spec in CLI_OPTIONS if command in spec.commands]
+    if command == "cell":
+        from testops_evidence.readers.adapters.formats import FORMATS
+
+        specs[1:1] = [OptionSpec(fmt.kind, fmt.help, ("cell",)) for fmt in FORMATS]
+    return specs
 
 
 def outputs_for(mode: str) -> list[OutputSpec]:

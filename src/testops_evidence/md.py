@@ -28,11 +28,10 @@ exactly and that no element but the expected ones appears.
 
 from __future__ import annotations
 
-# Imported by every start (summary.py): no re, json or typing at import time (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from typing import Any
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 DEFAULT_LIMIT = 300
 ELLIPSIS = "…"
@@ -67,21 +66,6 @@ _CODE_TABLE = _visible_controls()
 # images, raw HTML and autolinks, entities, strikethrough, table pipes, GitHub's math, backslash itself.
 _TEXT_SPECIAL = "\\`*_[]<>!&~|$"
 _TEXT_TABLE = {**_CODE_TABLE, **{ord(c): "\\" + c for c in _TEXT_SPECIAL}}
-# The ASCII characters either table changes are the C0 controls and DEL, exactly the ASCII characters that are not
-# printable, and (text) these: a printable ASCII value without them translates to itself, and is passed through
-# without the per-character table lookups of str.translate (an export renders 50,000 spans; the common value is
-# an identifier, a digest or a lane name). tests/test_md.py holds the fast path to the translation.
-_TEXT_SPECIAL_SET = frozenset(_TEXT_SPECIAL)
-
-
-def _code_source(source: str) -> str:
-    return source if source.isascii() and source.isprintable() else source.translate(_CODE_TABLE)
-
-
-def _text_source(source: str) -> str:
-    if source.isascii() and source.isprintable() and _TEXT_SPECIAL_SET.isdisjoint(source):
-        return source
-    return source.translate(_TEXT_TABLE)
 
 
 # Characters that start a block only at the beginning of a line (heading, list, setext underline, quote).
@@ -96,15 +80,10 @@ def _clip(value: str, limit: int | None) -> str:
 
 def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     """``value`` (stringified) verbatim in an inline code span; ``(empty)`` for an empty string."""
-    source = _code_source(_clip(value if isinstance(value, str) else str(value), limit))
+    source = _clip(value if isinstance(value, str) else str(value), limit).translate(_CODE_TABLE)
     if not source:
         return Markdown("(empty)")
-    longest = run = 0
-    if "`" in source:  # the common case has none: no per-character loop (a summary renders 10,000s of spans)
-        for char in source:
-            run = run + 1 if char == "`" else 0
-            longest = max(longest, run)
-    fence = "`" * (longest + 1)
+    fence = "`" * (max(map(len, re.findall("`+", source)), default=0) + 1)
     # A span that starts or ends with a backtick needs a space inside the fence; CommonMark strips one
     # space from each side when both are there, so a value that itself starts and ends with a space
     # keeps them too.
@@ -117,14 +96,12 @@ def code(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
 def text(value: Any, *, limit: int | None = DEFAULT_LIMIT) -> Markdown:
     """``value`` (stringified) as plain inline text: nothing in it is Markdown or HTML."""
     source = _clip(value if isinstance(value, str) else str(value), limit)
-    escaped = _text_source(source)
+    escaped = source.translate(_TEXT_TABLE)
     if "@" in escaped:
         escaped = _defuse_at(escaped)
     if "://" in escaped:
         escaped = escaped.replace("://", "\\://")     # http://, https://, ftp:// autolinks
     if "." in escaped and "www." in escaped.lower():
-        import re
-
         escaped = re.sub(r"(?i)(www)\.", r"\1\\.", escaped)
     # Block structure: this text may be placed at the start of a line.
     stripped = escaped.lstrip(" ")
@@ -186,8 +163,6 @@ def cell(value: Any) -> str:
     elif isinstance(value, int | float):
         shown = format(value)
     elif isinstance(value, dict | list):
-        import json
-
         shown = code(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
     else:
         shown = text(value)

@@ -6,15 +6,11 @@ replace misses it). :func:`clip` is therefore the one way untrusted text that ma
 bounded: scrub, then cut. :func:`scrub` also removes any run of :data:`FRAGMENT` or more characters of a
 secret, so a piece of a token that some other cut (a summary cell, a field's ``actual``) left behind is
 caught where text leaves the process (``actions.Runtime.scrub``), not only whole tokens.
-
-Imported by every start (through ``actions``): it imports nothing.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable
+from collections.abc import Iterable
 
 MASK = "***"
 # The shortest piece of a secret that is scrubbed on its own. Shorter secrets are scrubbed whole only; a

@@ -3,9 +3,16 @@ a step summary, annotations, ``failure.json`` and an exit code."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
-import sys
 import time
+import traceback
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from testops_evidence import summary
 from testops_evidence.actions import Runtime
@@ -15,15 +22,7 @@ from testops_evidence.phases import PHASE_MODULES
 from testops_evidence.safeio import StateDir
 from testops_evidence.settings import Settings, default_state_location, env_input, resolve_value
 
-# Imported by every phase: plain classes instead of dataclasses, and traceback, uuid and pathlib only
-# where used, so that a worker phase starts in little more than a bare interpreter's time
-# (benchmarks/run.py --only startup; tests/test_startup_imports.py).
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from pathlib import Path
-    from typing import Any
-
     from testops_evidence.backends import Backend
     from testops_evidence.context import RunContext
     from testops_evidence.contract import Contract
@@ -32,19 +31,10 @@ if TYPE_CHECKING:
 
 
 def _new_uuid() -> str:
-    return uuid4_text(os.urandom(16))
+    return str(uuid.uuid4())
 
 
-def uuid4_text(random: bytes) -> str:
-    """``str(uuid.UUID(bytes=random, version=4))`` (a test holds them equal), without the UUID object: an export
-    names 10,000 results, and the object's integer arithmetic was most of each name's cost."""
-    octets = bytearray(random)
-    octets[6] = (octets[6] & 0x0F) | 0x40  # version 4
-    octets[8] = (octets[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    text = octets.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
+@dataclass
 class PhaseResult:
     """What a phase returns: the headline sentence, outputs, the summary body and the exit code.
 
@@ -52,24 +42,11 @@ class PhaseResult:
     steps a campaign repeats or that only confirm a binding (workers, upload), so the run page leads with the
     campaign's verdict rather than with their digests."""
 
-    def __init__(self, headline: str, outputs: dict[str, Any] | None = None, summary: str = "",
-                 exit_code: int = EXIT_OK, *, brief: bool = False) -> None:
-        self.headline = headline
-        self.outputs: dict[str, Any] = {} if outputs is None else outputs
-        self.summary = summary
-        self.exit_code = exit_code
-        self.brief = brief
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PhaseResult) and (self.headline, self.outputs, self.summary, self.exit_code,
-                                                   self.brief) == (other.headline, other.outputs, other.summary,
-                                                                   other.exit_code, other.brief)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (f"PhaseResult(headline={self.headline!r}, outputs={self.outputs!r}, summary={self.summary!r}, "
-                f"exit_code={self.exit_code!r}, brief={self.brief!r})")
+    headline: str
+    outputs: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    exit_code: int = EXIT_OK
+    brief: bool = False
 
 
 class PhaseContext:
@@ -112,8 +89,6 @@ class PhaseContext:
 
     def contract(self) -> Contract:
         if self._contract is None:
-            from pathlib import Path
-
             from testops_evidence.contract import load_contract
 
             path = self.settings.path("contract") or Path(".github/testops-evidence.yml")
@@ -130,8 +105,6 @@ class PhaseContext:
             return self._guarded_contract(path)
         if not INPUTS_BY_NAME["selection-sha256"].applies_to(self.mode):
             return None
-        from pathlib import Path
-
         from testops_evidence.campaign.compiled import load_compiled
 
         travelled = self.settings.string("selection-sha256")
@@ -146,7 +119,7 @@ class PhaseContext:
         try:
             selection_path = self.settings.path("selection-path") or Path("testops-evidence-selection.json")
         except Refusal:
-            return None  # the phase refuses the input itself, as before
+            return None  # the phase refuses the input itself
         contract, why = load_compiled(path, selection_path, travelled)
         self.runtime.log(f"contract: {why}" if contract is not None
                          else f"contract: parsed from {path} (compiled form not used: {why})")
@@ -226,13 +199,15 @@ def worker_token_variables(env: Mapping[str, str]) -> list[str]:
 
 
 def run_phase(
-    mode: str,
+    mode: str | None,
     cli_values: Mapping[str, Any],
     env: Mapping[str, str],
     runtime: Runtime,
     *,
     context_factory: Callable[..., PhaseContext] = PhaseContext,
+    modes: Collection[str] = PHASE_MODULES,
 ) -> int:
+    """Run ``mode`` (one of ``modes``: the action runs only its modes, the CLI every command) and report it."""
     # Secrets are masked before anything else can print them.
     for name, spec in INPUTS_BY_NAME.items():
         if spec.secret:
@@ -251,6 +226,11 @@ def run_phase(
     # maintainer's next step after `check` is to commit, and a stray .testops-evidence/ got committed too).
     kept = state if mode != "check" or state_value else None
     try:
+        if mode is None:
+            raise Refusal("input.mode", "input mode is required", field="mode", expected=" | ".join(modes), actual="")
+        if mode not in modes or mode not in PHASE_MODULES:
+            raise Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode", expected=" | ".join(modes),
+                          actual=mode)
         settings = Settings.resolve(mode, cli_values, env)
         if "\x00" in (settings.string("state-dir") or ""):
             settings.path("state-dir")  # refuses the NUL byte with input.state-dir (pathlib only then)
@@ -259,9 +239,6 @@ def run_phase(
             from testops_evidence.artifactdir import bind_selection_dir
 
             settings = bind_selection_dir(settings)
-        if mode not in PHASE_MODULES:
-            raise Refusal("mode.unknown", f"mode {mode!r} is not a phase", field="mode",
-                          expected=" | ".join(PHASE_MODULES), actual=mode)
         if mode in WORKER_PHASES:
             present = worker_token_variables(env)
             if present:
@@ -275,10 +252,7 @@ def run_phase(
         ctx = context_factory(mode=mode, settings=settings, runtime=runtime, env=env, state=state)
         module_name = f"testops_evidence.phases.{PHASE_MODULES[mode]}"
         try:
-            # __import__ rather than importlib.import_module: importing importlib (and warnings) is ~5% of
-            # a bare interpreter start, paid by every phase.
-            __import__(module_name)
-            module = sys.modules[module_name]
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             # Only the phase module itself missing means "not built"; a module the phase imports that is
             # missing (a broken install) is an internal error, reported below like any other.
@@ -287,13 +261,11 @@ def run_phase(
             raise Refusal("mode.not_built", f"mode {mode} is not available in this version") from None
         result: PhaseResult = module.run(ctx)
     except Refusal as refusal:
-        return report_refusal(mode, refusal, runtime, kept)
+        return report_refusal(mode or "testops-evidence", refusal, runtime, kept)
     except Exception as exc:  # the last line of defence: still a coded, summarised failure
-        import traceback
-
         runtime.debug(traceback.format_exc())
         internal = Refusal("internal.error", f"unexpected {type(exc).__name__} in mode {mode}: {exc}")
-        return report_refusal(mode, internal, runtime, kept)
+        return report_refusal(mode or "testops-evidence", internal, runtime, kept)
 
     try:
         for name, value in result.outputs.items():
@@ -362,8 +334,7 @@ SUMMARY_COPY_LIMIT = 1024 * 1024  # GitHub's own limit for one step's summary
 def keep_summary(state: StateDir | None, mode: str, runtime: Runtime) -> None:
     """A copy of what this step wrote to its summary, as ``summaries/<mode>.md`` in the state dir: a workflow
     keeps the state dir as an artifact when a job fails (the campaign template does), and the runner's own
-    summary files are gone with the runner. Best effort: the summary itself is already written. Plain ``os``
-    (no pathlib), because worker phases start near a bare interpreter's time."""
+    summary files are gone with the runner. Best effort: the summary itself is already written."""
     if state is None or not runtime.summary_written:
         return
     text = "".join(runtime.summary_written).encode("utf-8")
@@ -375,10 +346,8 @@ def keep_summary(state: StateDir | None, mode: str, runtime: Runtime) -> None:
     try:
         state.check()
         directory = os.path.join(state.location, "summaries")
-        try:  # noqa: SIM105 - contextlib.suppress would import contextlib at every start
+        with contextlib.suppress(FileExistsError):
             os.mkdir(directory, 0o700)
-        except FileExistsError:
-            pass
         if os.path.islink(directory):
             raise OSError(f"{directory} is a link")
         name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in mode) or "phase"

@@ -12,34 +12,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
+import hashlib
+import json
 import os
+import re
 import stat
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from testops_evidence.errors import Refusal
+from testops_evidence.readers import strictjson
 
-# Imported by every start (the runner's state directory) and on a worker's success path: json, re,
-# contextlib, pathlib and typing are imported where used, not here (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from re import Pattern
-    from types import TracebackType
-    from typing import Any
-
-# Hashing streams through a buffer that stays in the CPU's cache while SHA-256 reads it: with 64 KiB a 512 MiB file
-# hashes as fast as `openssl dgst` (which reads 8 KiB at a time); with 1 MiB the copy from the page cache and the
-# hash each went to memory, and the kernel's copy alone took three times as long (benchmarks/run.py --only digest).
+# Hashing streams through a buffer that stays in the CPU's cache while SHA-256 reads it (BENCHMARKS.md, digest).
 HASH_CHUNK = 64 * 1024
 READ_CHUNK = 1024 * 1024  # reading a whole document into memory: fewer, larger reads
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}\Z"  # \Z, not $: $ also matches before a final line break
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+NAME_RE = re.compile(NAME_PATTERN)
 
 
 def valid_name(name: str) -> bool:
     """A file name of the allowed alphabet, 1 to 200 characters (the whole name: no trailing newline)."""
-    return 0 < len(name) <= 200 and set(name) <= _NAME_CHARS
+    return NAME_RE.match(name) is not None
 
 
 # Unicode categories a name read from another job may not hold: control characters (NUL, line breaks, escapes),
@@ -59,100 +58,33 @@ def readable_name(name: str) -> bool:
         return False
     if name.isascii():
         return len(name) <= READ_NAME_BYTES and all(" " <= ch < "\x7f" for ch in name)
-    import unicodedata
-
     if any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in name):
         return False
     return len(name.encode("utf-8")) <= READ_NAME_BYTES
 
 
-def __getattr__(name: str) -> Pattern[str]:
-    # NAME_RE, compiled on first use so that importing this module does not import the regex engine.
-    if name == "NAME_RE":
-        import re
-
-        compiled = re.compile(NAME_PATTERN)
-        globals()["NAME_RE"] = compiled
-        return compiled
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# What the hot functions below load on first use (json, hashlib and strictjson stay out of every start), kept
-# here: an import statement in a function costs a lookup at every call, and an export makes 20,000 documents,
-# 30,000 digests and parses 10,000 cells.
-_ENCODER: tuple[Any, Any] | None = None
-_SHA256: Any = None
-_STRICTJSON: Any = None
-
-
-def _encoder() -> tuple[Any, Any]:
-    global _ENCODER
-    import json.encoder
-
-    # The C accelerator (typeshed does not list it) and the non-ASCII string encoder.
-    _ENCODER = (getattr(json.encoder, "c_make_encoder", None), json.encoder.encode_basestring)
-    return _ENCODER
-
-
 def canonical_json(value: Any) -> bytes:
-    """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests).
-
-    Exactly ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` (a test holds them
-    equal), made by the C encoder ``json.dumps`` itself ends in, without building a ``JSONEncoder`` at each call:
-    an export encodes 20,000 small documents, and that set-up was a sixth of each."""
+    """Canonical bytes: sorted keys, fixed separators, UTF-8, trailing newline (reproducible digests)."""
     return (canonical_text(value) + "\n").encode("utf-8")
 
 
 def canonical_text(value: Any) -> str:
-    """The text of :func:`canonical_json` (no final line break): ``json.dumps`` with its options, by its encoder."""
-    make, encode_basestring = _ENCODER or _encoder()
-    if make is None:  # another Python implementation
-        import json
-
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    # The arguments JSONEncoder.iterencode passes for these options: a fresh dict for the circular-reference
-    # check, the default that refuses other types, the non-ASCII string encoder, no indent, sorted keys, no
-    # skipped keys, NaN and infinities allowed (as json.dumps allows them).
-    encode = make({}, _refuse_type, encode_basestring, None, ":", ",", True, False, True)
-    return "".join(encode(value, 0))
-
-
-def _refuse_type(value: Any) -> Any:
-    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+    """The text of :func:`canonical_json` (no final line break)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def pretty_json(value: Any) -> bytes:
-    import json
-
     return (json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def sha256_bytes(data: bytes) -> str:
-    sha256 = _SHA256 if _SHA256 is not None else _load_sha256()
-    return str(sha256(data).hexdigest())
-
-
-def _load_sha256() -> Any:
-    global _SHA256
-    import hashlib  # here, not at the top: a worker's fast gate may hash without loading OpenSSL
-
-    _SHA256 = hashlib.sha256
-    return _SHA256
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_fd(fd: int) -> str:
-    """Stream a descriptor through SHA-256 (constant memory)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    buf = bytearray(HASH_CHUNK)
-    view = memoryview(buf)
-    while True:
-        n = os.readv(fd, [view])
-        if n == 0:
-            break
-        digest.update(view[:n])
-    return digest.hexdigest()
+    """Stream a descriptor through SHA-256 (constant memory), from its current offset."""
+    with open(fd, "rb", buffering=0, closefd=False) as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -186,7 +118,7 @@ def relative_to_root(root: str | os.PathLike[str], path: str | os.PathLike[str])
     return os.path.relpath(path_abs, root_abs).replace(os.sep, "/")
 
 
-class open_safe:  # a class, not @contextmanager: contextlib is not imported at start-up
+class open_safe:
     """``with open_safe(root, relpath, limit=...) as (fd, st):`` — ``root/relpath`` opened for reading
     without following links, checked on the descriptor; both descriptors are closed on exit."""
 
@@ -313,8 +245,8 @@ def read_safe(root: str | os.PathLike[str], relpath: str, *, limit: int) -> byte
 
 class SafeRoot:
     """A directory opened once (no link followed) and read many times, each file with the checks of
-    :func:`read_safe`: a file directly in it costs one ``open``, not two (10,000 cells: 10,000 opens). The
-    descriptor pins the directory: a root swapped for a link after it was opened is not followed."""
+    :func:`read_safe`. The descriptor pins the directory: a root swapped for a link after it was opened is not
+    followed."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = root
@@ -362,8 +294,6 @@ def _read_capped(fd: int, relpath: str, limit: int) -> bytes:
 
 def read_safe_path(path: str | os.PathLike[str], *, limit: int) -> bytes:
     """Read a file named by an absolute or relative path: its parent is the root, links refused."""
-    from pathlib import Path
-
     p = Path(path)
     return read_safe(p.parent if str(p.parent) else ".", p.name, limit=limit)
 
@@ -390,23 +320,12 @@ def loads_json(text: str | bytes) -> Any:
     """Strict JSON (:mod:`strictjson`): refuses NaN and Infinity, duplicate keys, integers outside 64 bits
     and lone surrogate escapes, raising :class:`strictjson.JSONProblem` — a ``json.JSONDecodeError``
     with the problem's JSON pointer, line and column."""
-    from testops_evidence.readers import strictjson
-
     return strictjson.loads(text)
 
 
 def parse_json_bytes(data: bytes, what: str, code: str = "io.invalid_json") -> Any:
     """Strict JSON from bytes, or a refusal with the caller's area ``code`` naming line and column."""
-    strictjson = _STRICTJSON if _STRICTJSON is not None else _load_strictjson()
     return strictjson.load_document(data, what, code)
-
-
-def _load_strictjson() -> Any:
-    global _STRICTJSON
-    from testops_evidence.readers import strictjson
-
-    _STRICTJSON = strictjson
-    return _STRICTJSON
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -418,10 +337,8 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:  # noqa: SIM105 - contextlib.suppress would import contextlib at every start
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> Path:
@@ -486,8 +403,6 @@ def _noreplace() -> tuple[str, Any]:
         kind: str = "link"
         function: Any = None
         try:
-            import ctypes  # here, not at the top: every start imports this module
-
             libc = ctypes.CDLL(None, use_errno=True)
             if hasattr(libc, "renameat2"):
                 kind, function = "renameat2", libc.renameat2
@@ -510,8 +425,6 @@ def _rename_noreplace(source: Path, target: Path) -> bool:
     kind, function = _noreplace()
     if function is None:
         return False
-    import ctypes
-
     src, dst = os.fsencode(source), os.fsencode(target)
     result = (function(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_NOREPLACE) if kind == "renameat2"
               else function(src, dst, _RENAME_EXCL))
@@ -528,8 +441,6 @@ def _rename_noreplace(source: Path, target: Path) -> bool:
 def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
     """Create ``path`` exactly once (refuse ``io.exists``); readers never see a partial file, and no kill at
     any instruction leaves anything under ``path`` but the whole file (or nothing)."""
-    from pathlib import Path
-
     target = Path(path)
     directory = target.parent
     tmp = _write_temp(directory, target.name, data, mode)
@@ -550,8 +461,6 @@ def write_once(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> Path:
     """Replace ``path`` atomically: temp file, fsync, rename, directory fsync."""
-    from pathlib import Path
-
     target = Path(path)
     tmp = _write_temp(target.parent, target.name, data, mode)
     try:
@@ -575,8 +484,7 @@ def check_private_dir(path: str | os.PathLike[str], *, what: str = "state direct
     Below the workspace every component is opened without following links (created if missing); above
     it the directories are the runner's own. Writability is tried with a probe file, because a
     read-only directory passed every other check and the phase failed later, half done (root ignores
-    the mode bits, not a read-only mount). Uses ``os`` only (no pathlib): the runner calls it before every
-    phase, worker phases included, whose start-up must stay near a bare interpreter's.
+    the mode bits, not a read-only mount).
     """
     location = os.path.abspath(path)
     root = os.path.abspath(workspace) if workspace else None
@@ -638,8 +546,6 @@ def _make_below(root: str, relative: str, what: str) -> None:
 
 def ensure_private_dir(path: str | os.PathLike[str], *, what: str = "state directory") -> Path:
     """:func:`check_private_dir`, returning the directory as a Path."""
-    from pathlib import Path
-
     check_private_dir(path, what=what)
     return Path(path)
 
@@ -648,35 +554,24 @@ class StateDir:
     """Receipts, once-markers and failure.json for one run of the pipeline."""
 
     def __init__(self, path: str | os.PathLike[str], *, workspace: str | None = None) -> None:
-        self._location = path
+        self.path = Path(path)
         self._workspace = workspace
-        self._path: Path | None = None
         self._ready = False
         # Stages this process once-marked: a refusal's summary says truthfully whether the step changed anything.
         self.started: list[str] = []
 
     @property
     def location(self) -> str:
-        """The directory as a string (no pathlib: the runner uses it at every start)."""
-        return os.fspath(self._location)
-
-    @property
-    def path(self) -> Path:
-        # A Path made on first use: a phase that never touches its state directory never imports pathlib.
-        if self._path is None:
-            from pathlib import Path
-
-            self._path = Path(self._location)
-        return self._path
+        return os.fspath(self.path)
 
     def ensure(self) -> Path:
         self.check()
         return self.path
 
     def check(self) -> None:
-        """Create and check the directory without making a Path (cheap enough for every start)."""
+        """Create and check the directory."""
         if not self._ready:
-            check_private_dir(self._location, workspace=self._workspace)
+            check_private_dir(self.path, workspace=self._workspace)
             self._ready = True
 
     def receipt_path(self, name: str) -> Path:
@@ -697,8 +592,6 @@ class StateDir:
     # --- once-markers --------------------------------------------------------------------------------
     def once(self, stage: str, detail: dict[str, Any] | None = None) -> Path:
         """Record that a remote mutation is about to start; refuse if it already started once."""
-        import re
-
         if not re.match(r"^[a-z0-9_.-]{1,120}\Z", stage):
             raise ValueError(stage)
         name = f"once-{stage}.json"
@@ -758,8 +651,6 @@ def hand_over(paths: list[Path], env: Mapping[str, str]) -> list[Path]:
     for top in paths:
         if not os.path.lexists(top):
             continue
-        from pathlib import Path
-
         todo = [Path(top)]
         while todo:
             current = todo.pop()

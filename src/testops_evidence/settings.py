@@ -8,17 +8,14 @@ string counts as unset, because the runner sets every declared input, empty or n
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from testops_evidence.errors import input_error
 from testops_evidence.interface import INPUTS_BY_NAME, InputSpec
 from testops_evidence.readers.integers import ascii_int
-
-# Imported by every start: no dataclasses, re, pathlib or typing at import time (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -52,24 +49,12 @@ def parse_int(name: str, raw: str, *, minimum: int = 0) -> int:
     return value
 
 
+@dataclass
 class Settings:
-    __slots__ = ("extras", "mode", "raw", "sources")
-
-    def __init__(self, mode: str, raw: dict[str, str] | None = None, sources: dict[str, str] | None = None,
-                 extras: dict[str, str] | None = None) -> None:
-        self.mode = mode
-        self.raw = {} if raw is None else raw  # resolved, non-empty string values
-        self.sources = {} if sources is None else sources  # where each value came from (never the value)
-        self.extras = {} if extras is None else extras  # command-specific CLI options (rehearse)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Settings) and (self.mode, self.raw, self.sources, self.extras) == (
-            other.mode, other.raw, other.sources, other.extras)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable dicts inside, as with the dataclass
-
-    def __repr__(self) -> str:
-        return f"Settings(mode={self.mode!r}, raw={self.raw!r}, sources={self.sources!r}, extras={self.extras!r})"
+    mode: str
+    raw: dict[str, str] = field(default_factory=dict)  # resolved, non-empty string values
+    sources: dict[str, str] = field(default_factory=dict)  # where each value came from (never the value)
+    extras: dict[str, str] = field(default_factory=dict)  # command-specific CLI options (rehearse)
 
     @classmethod
     def resolve(cls, mode: str, cli_values: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
@@ -116,8 +101,6 @@ class Settings:
             return None
         if "\x00" in value:
             raise input_error(name, f"input {name} is not a valid path", actual=value)
-        from pathlib import Path
-
         return Path(value)
 
     def require(self, name: str) -> str:
@@ -154,8 +137,6 @@ def resolve_value(name: str, cli_values: Mapping[str, Any], env: Mapping[str, st
 
 def default_state_dir(env: Mapping[str, str]) -> Path:
     """:func:`default_state_location` as a ``Path``."""
-    from pathlib import Path
-
     return Path(default_state_location(env))
 
 
@@ -167,7 +148,6 @@ def default_state_location(env: Mapping[str, str]) -> str:
     Inside the container the runner mounts ``/github/runner_temp`` (newer runners) and
     ``/github/workspace``; those are used instead, in that order.
     """
-    # os.path, not pathlib: this runs at every start, and pathlib costs a third of a bare interpreter start.
     runner_temp = env.get("RUNNER_TEMP")
     if runner_temp and (os.path.isdir(runner_temp) or env.get("GITHUB_WORKSPACE") != "/github/workspace"):
         return os.path.join(runner_temp, "testops-evidence")

@@ -6,65 +6,32 @@ Untrusted text becomes Markdown only through :mod:`testops_evidence.md` (``code`
 
 from __future__ import annotations
 
-import os
+import functools
+import json
+from pathlib import Path
+from string import Template
+from typing import Any
 
+from testops_evidence.errors import EXIT_ADVICE
 from testops_evidence.md import Markdown, code, join, link, table, text
 
-__all__ = ["Markdown", "code", "join", "link", "next_step", "refusal_section", "render", "status_icon", "substitute",
-           "table", "text"]
-
-# Imported by every start: no json, string.Template (it compiles a regex at import), importlib.resources
-# or typing at import time; the templates are files beside this module (tests/test_startup_imports.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-_TEMPLATES: dict[str, str] = {}
-_TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
-_NAME_CHARS = _NAME_START | frozenset("0123456789")
+__all__ = ["Markdown", "code", "join", "link", "next_step", "refusal_section", "render", "status_icon", "table",
+           "text"]
 
 
-def _template(name: str) -> str:
-    if name not in _TEMPLATES:
-        with open(os.path.join(_TEMPLATE_DIR, f"{name}.md"), encoding="utf-8") as handle:
-            _TEMPLATES[name] = handle.read()
-    return _TEMPLATES[name]
+_TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 
-def substitute(text: str, values: dict[str, str]) -> str:
-    """``string.Template(text).substitute(values)``: ``$$``, ``$name`` and ``${name}`` (ASCII identifiers);
-    a missing value is a ``KeyError``, a malformed placeholder a ``ValueError``."""
-    out: list[str] = []
-    index = 0
-    while True:
-        dollar = text.find("$", index)
-        if dollar < 0:
-            out.append(text[index:])
-            return "".join(out)
-        out.append(text[index:dollar])
-        after = dollar + 1
-        if text.startswith("$", after):
-            out.append("$")
-            index = after + 1
-            continue
-        braced = text.startswith("{", after)
-        start = after + 1 if braced else after
-        end = start
-        while end < len(text) and text[end] in _NAME_CHARS:
-            end += 1
-        name = text[start:end]
-        if not name or name[0] not in _NAME_START or (braced and not text.startswith("}", end)):
-            raise ValueError(f"Invalid placeholder in string: position {dollar}")
-        out.append(values[name])
-        index = end + 1 if braced else end
+@functools.cache
+def _template(name: str) -> Template:
+    return Template((_TEMPLATE_DIR / f"{name}.md").read_text(encoding="utf-8"))
 
 
 def render(name: str, **values: Any) -> Markdown:
     """Render ``templates/<name>.md``; every placeholder must be supplied (KeyError otherwise).
 
     A :class:`Markdown` value is inserted as is, a number as its digits, anything else as escaped text."""
-    return Markdown(substitute(_template(name), {k: _markdown(v) for k, v in values.items()}))
+    return Markdown(_template(name).substitute({k: _markdown(v) for k, v in values.items()}))
 
 
 def _markdown(value: Any) -> str:
@@ -103,8 +70,6 @@ def next_step(refusal: Any) -> str:
     """The code's own hint, else the advice for its exit code: a refusal always says what to do next."""
     if refusal.hint:
         return str(refusal.hint)
-    from testops_evidence.errors import EXIT_ADVICE
-
     advice = EXIT_ADVICE.get(refusal.exit_code, "")
     return f"{advice[:1].upper()}{advice[1:]}." if advice else "See docs/errors.md for this code."
 
@@ -145,6 +110,4 @@ def _show(value: Any) -> Markdown:
         return Markdown("(none)")
     if isinstance(value, str):
         return code(value)
-    import json
-
     return code(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))

@@ -51,6 +51,9 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
                "`framework_cell` → `adapted_cell`", _DOCS),
     FuzzTarget("promptfoo-results", "a promptfoo results file written by the case's eval",
                "`promptfoo.read_results` (version, schema, consistency) → `framework_cell` → `adapted_cell`", _DOCS),
+    FuzzTarget("report-formats", "a report of every format of the registry, where a case directory holds it",
+               "`layout.adapt_trials` (listing, budgets, safe reads, the format's parser from "
+               "`adapters/formats.py`) → `framework_cell` → `adapted_cell`", "test_report_formats.py"),
     FuzzTarget("zstd-stream", "a Zstandard entry of an `.eval` archive",
                "`zstd.decompress` (frames, blocks, Huffman and FSE tables, sequences; bounded by the entry's size)",
                _DOCS),

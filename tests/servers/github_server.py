@@ -103,6 +103,23 @@ class RequestRecord:
     status: int
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One answer the server gave, kept (unlike :attr:`GitHubServer.log`, never cleared) so that the tests can
+    validate it against GitHub's REST description (servers/github_description.py)."""
+
+    method: str
+    path: str  # as requested: prefix and query included
+    route: str
+    status: int  # 0: the connection was closed without an answer
+    content_type: str
+    headers: Mapping[str, str]
+    body: bytes
+    # Shaped by the test to be wrong on purpose: a fault's own body or a cut answer, or an answer holding a run
+    # given ``overrides`` (or REMOVE) in add_run. Only such answers may differ from the description.
+    crafted: bool
+
+
 @dataclass
 class _Artifact:
     doc: dict[str, Any]
@@ -114,18 +131,56 @@ class _Artifact:
 
 
 def _user(user_id: int, login: str) -> dict[str, Any]:
+    """A ``simple-user`` with every field GitHub's description requires."""
+    api = f"https://api.github.com/users/{login}"
     return {
         "login": login,
         "id": user_id,
         "node_id": f"U_{user_id}",
         "avatar_url": f"https://avatars.githubusercontent.com/u/{user_id}?v=4",
+        "gravatar_id": "",
+        "url": api,
+        "html_url": f"https://github.com/{login}",
+        "followers_url": f"{api}/followers",
+        "following_url": f"{api}/following{{/other_user}}",
+        "gists_url": f"{api}/gists{{/gist_id}}",
+        "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{api}/subscriptions",
+        "organizations_url": f"{api}/orgs",
+        "repos_url": f"{api}/repos",
+        "events_url": f"{api}/events{{/privacy}}",
+        "received_events_url": f"{api}/received_events",
         "type": "User",
         "site_admin": False,
     }
 
 
+# The URL fields of a ``minimal-repository`` (GitHub's description requires each), relative to the repository's
+# API URL; ``{...}`` are GitHub's own URI-template placeholders, served as they are.
+_REPO_URLS = {
+    "archive_url": "/{archive_format}{/ref}", "assignees_url": "/assignees{/user}", "blobs_url": "/git/blobs{/sha}",
+    "branches_url": "/branches{/branch}", "collaborators_url": "/collaborators{/collaborator}",
+    "comments_url": "/comments{/number}", "commits_url": "/commits{/sha}", "compare_url": "/compare/{base}...{head}",
+    "contents_url": "/contents/{+path}", "contributors_url": "/contributors", "deployments_url": "/deployments",
+    "downloads_url": "/downloads", "events_url": "/events", "forks_url": "/forks",
+    "git_commits_url": "/git/commits{/sha}", "git_refs_url": "/git/refs{/sha}", "git_tags_url": "/git/tags{/sha}",
+    "hooks_url": "/hooks", "issue_comment_url": "/issues/comments{/number}",
+    "issue_events_url": "/issues/events{/number}", "issues_url": "/issues{/number}", "keys_url": "/keys{/key_id}",
+    "labels_url": "/labels{/name}", "languages_url": "/languages", "merges_url": "/merges",
+    "milestones_url": "/milestones{/number}", "notifications_url": "/notifications{?since,all,participating}",
+    "pulls_url": "/pulls{/number}", "releases_url": "/releases{/id}", "stargazers_url": "/stargazers",
+    "statuses_url": "/statuses/{sha}", "subscribers_url": "/subscribers", "subscription_url": "/subscription",
+    "tags_url": "/tags", "teams_url": "/teams", "trees_url": "/git/trees{/sha}",
+}
+
+
 class GitHubServer:
-    """The stateful server. Add state with ``add_repo``/``add_run``/``add_artifact``; read ``log``."""
+    """The stateful server. Add state with ``add_repo``/``add_run``/``add_artifact``; read ``log``.
+
+    Every server started is kept in :attr:`started` (until the suite's fixture takes it), so that each
+    test's answers are validated against GitHub's description (tests/conftest.py)."""
+
+    started: list[GitHubServer] = []  # noqa: RUF012 - a registry shared by every instance, on purpose
 
     def __init__(self, token: str = DEFAULT_TOKEN, *, host: str = "127.0.0.1") -> None:
         self.token = token
@@ -139,6 +194,9 @@ class GitHubServer:
         self._stores: dict[int, tuple[Path, Callable[[str], str | None], str]] = {}
         self._next_id = 10_000
         self.log: list[RequestRecord] = []
+        self.answers: list[Answer] = []
+        self.judged = 0  # how many of `answers` the suite's fixture has validated (tests/conftest.py)
+        self._handed_out: dict[int, str] = {}  # id(document) -> its shape when a test was given it
         # A hostile server: every artifact or job list page links its next page here (another host, scheme
         # or port), whether or not there is one.
         self.next_page_link: str | None = None
@@ -166,6 +224,7 @@ class GitHubServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="github-server",
                                         daemon=True)
         self._thread.start()
+        GitHubServer.started.append(self)
         return self
 
     def stop(self) -> None:
@@ -182,6 +241,15 @@ class GitHubServer:
         self.stop()
 
     @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock the handlers record under: hold it to read ``log`` or ``answers`` as a whole."""
+        return self._lock
+
+    @property
     def port(self) -> int:
         assert self._port is not None, "server not started"
         return self._port
@@ -196,6 +264,15 @@ class GitHubServer:
         return self.url + (GHES_PREFIX if ghes else "")
 
     # --- state --------------------------------------------------------------------------------------
+    def _hand_out(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """Note the shape of a document given to a test: one the test changed afterwards is crafted."""
+        self._handed_out[id(doc)] = _shape(doc)
+        return doc
+
+    def _tampered(self, *docs: Mapping[str, Any]) -> bool:
+        """Whether a test changed one of ``docs`` after the server handed it out (called with the lock held)."""
+        return any(self._handed_out.get(id(doc)) not in (None, _shape(doc)) for doc in docs)
+
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id
@@ -220,7 +297,7 @@ class GitHubServer:
                 "description": None,
             }
             self._repos[full_name.lower()] = doc
-        return doc
+        return self._hand_out(doc)
 
     def add_run(
         self,
@@ -292,6 +369,7 @@ class GitHubServer:
                     "author": {"name": actor_login, "email": f"{actor_login}@example.com"},
                     "committer": {"name": actor_login, "email": f"{actor_login}@example.com"},
                 },
+                "_actor": _user(actor_id, actor_login),  # the runner knows it even when the answer leaves it out
                 # filled per request by _render_run (they depend on the URL prefix)
                 "_repository": repo["full_name"],
                 "_head_repository": head_repo["full_name"],
@@ -301,8 +379,13 @@ class GitHubServer:
             for key in removed:
                 del doc[key]
             doc["_removed"] = removed
+            typed = {"name": str, "run_number": int, "run_attempt": int, "event": str, "status": str,
+                     "workflow_id": int, "path": str, "head_sha": str, "created_at": str, "run_started_at": str}
+            ill_typed = any(not isinstance(doc.get(key), kind) or isinstance(doc.get(key), bool)
+                            for key, kind in typed.items() if key not in removed)
+            doc["_crafted"] = bool(overrides or removed or ill_typed)
             self._runs[rid] = doc
-        return doc
+        return self._hand_out(doc)
 
     def add_artifact(
         self,
@@ -350,7 +433,7 @@ class GitHubServer:
                 },
             }
             self._artifacts[aid] = _Artifact(doc, data, repository, run_id, chunked)
-        return doc
+        return self._hand_out(doc)
 
     def overwrite_artifact(self, run_id: int, name: str, data: bytes, **options: Any) -> dict[str, Any]:
         """upload-artifact with ``overwrite: true``: "an artifact with a matching name will be deleted before a
@@ -369,12 +452,18 @@ class GitHubServer:
         with self._lock:
             run = self._runs[run_id]
             jid = job_id if job_id is not None else self._new_id()
-            steps = [dict(step, number=step.get("number", index + 1)) for index, step in enumerate(steps or [])]
+            # GitHub's description requires each step's conclusion (null while it runs) and number.
+            steps = [{"conclusion": None, **step, "number": step.get("number", index + 1)}
+                     for index, step in enumerate(steps or [])]
             times = [t for step in steps for t in (step.get("started_at"), step.get("completed_at")) if t]
             doc = {
                 "id": jid, "run_id": run_id, "run_attempt": attempt, "node_id": f"CR_{jid}",
                 "head_sha": run.get("head_sha"), "head_branch": run.get("head_branch"),
                 "url": f"/repos/{run['_repository']}/actions/jobs/{jid}",
+                "run_url": f"/repos/{run['_repository']}/actions/runs/{run_id}",
+                "check_run_url": f"/repos/{run['_repository']}/check-runs/{jid}",
+                "created_at": run["created_at"], "runner_id": 2, "runner_group_id": 1,
+                "runner_group_name": "GitHub Actions",
                 "html_url": f"https://github.com/{run['_repository']}/actions/runs/{run_id}/job/{jid}",
                 "status": "completed" if conclusion is not None else "in_progress", "conclusion": conclusion,
                 "started_at": min(times) if times else run["created_at"],
@@ -383,7 +472,7 @@ class GitHubServer:
                 "workflow_name": run.get("name", "workflow"),
             }
             self._jobs.setdefault((run_id, attempt), []).append(doc)
-        return doc
+        return self._hand_out(doc)
 
     def record_upload(self, run_id: int, artifact: dict[str, Any], *, job: str, what: str,
                       attempt: int = 1) -> dict[str, Any]:
@@ -427,6 +516,7 @@ class GitHubServer:
             data = uploaded.read_bytes() if uploaded.is_file() else _zip_directory(store / record["name"])
             doc = self.add_artifact(run_id, record["name"], data, artifact_id=aid)
             doc["created_at"] = doc["updated_at"] = record["created_at"]
+            self._hand_out(doc)
         jobs = []
         for upload in sorted((store / ".uploads").glob("*.json")) if (store / ".uploads").is_dir() else []:
             record = json.loads(upload.read_text(encoding="utf-8"))
@@ -495,7 +585,7 @@ class GitHubServer:
         """A ``workflow_dispatch`` event payload consistent with the run (what GITHUB_EVENT_PATH holds)."""
         run = self._runs[run_id]
         repo = self._repos[run["_repository"].lower()]
-        actor = run["actor"]
+        actor = _runner_actor(run)
         return {
             "inputs": dict(inputs or {}),
             "ref": f"refs/heads/{run.get('head_branch')}",
@@ -526,18 +616,37 @@ class GitHubServer:
             "GITHUB_REF_TYPE": "branch",
             "GITHUB_EVENT_NAME": str(run.get("event")),
             "GITHUB_EVENT_PATH": event_path,
-            "GITHUB_ACTOR": run["actor"]["login"],
-            "GITHUB_ACTOR_ID": str(run["actor"]["id"]),
-            "GITHUB_TRIGGERING_ACTOR": (run.get("triggering_actor") or run["actor"])["login"],
+            "GITHUB_ACTOR": _runner_actor(run)["login"],
+            "GITHUB_ACTOR_ID": str(_runner_actor(run)["id"]),
+            "GITHUB_TRIGGERING_ACTOR": (run.get("triggering_actor") or _runner_actor(run))["login"],
             "GITHUB_SERVER_URL": self.url,
             "GITHUB_API_URL": self.api_url(ghes=ghes),
         }
 
     # --- rendering (called with the lock held) ------------------------------------------------------
     def _minimal_repo(self, full_name: str, base: str) -> dict[str, Any]:
+        """The repository as a run embeds it (``minimal-repository``)."""
         repo = self._repos[full_name.lower()]
         api = f"{base}/repos/{repo['full_name']}"
-        return {**copy.deepcopy(repo), "url": api, "html_url": f"{self.url}/{repo['full_name']}"}
+        urls = {key: api + suffix for key, suffix in _REPO_URLS.items()}
+        return {**urls, **copy.deepcopy(repo), "url": api, "html_url": f"{self.url}/{repo['full_name']}"}
+
+    def _full_repo(self, full_name: str, base: str) -> dict[str, Any]:
+        """The repository as ``GET /repos/{owner}/{repo}`` answers it (``full-repository``)."""
+        minimal = self._minimal_repo(full_name, base)
+        host = urlsplit(self.url).netloc
+        counts = dict.fromkeys(("forks", "forks_count", "open_issues", "open_issues_count", "size", "stargazers_count",
+                                "watchers", "watchers_count", "network_count", "subscribers_count"), 0)
+        features = dict.fromkeys(("has_issues", "has_projects", "has_wiki", "has_pages", "has_discussions",
+                                  "archived", "disabled"), False)
+        return {
+            **counts, **features,
+            "clone_url": f"{self.url}/{full_name}.git", "git_url": f"git://{host}/{full_name}.git",
+            "ssh_url": f"git@{host}:{full_name}.git", "svn_url": f"{self.url}/{full_name}", "mirror_url": None,
+            "homepage": None, "language": None, "license": None,
+            "pushed_at": _TIMESTAMP, "created_at": _TIMESTAMP, "updated_at": _TIMESTAMP,
+            **minimal,
+        }
 
     def _render_run(self, doc: Mapping[str, Any], base: str, attempt: int | None = None) -> dict[str, Any]:
         out = {k: copy.deepcopy(v) for k, v in doc.items() if not k.startswith("_")}
@@ -584,6 +693,7 @@ class _Handler(BaseHTTPRequestHandler):
     owner: GitHubServer
     _pending: tuple[str, str] = ("GET", "unknown")
     _drip: Drip | None = None
+    _crafted = False  # the answer being served was shaped by the test (see Answer.crafted)
     protocol_version = "HTTP/1.1"  # keep-alive, as PyGithub's connection pool expects
     server_version = "GitHub.com"
 
@@ -615,11 +725,16 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         route, params = _route(method, path)
         self._pending = (method, route)
+        self._crafted = False
         self._serve(route, params, prefix, query)
 
-    def _record(self, status: int) -> None:
-        """Log the request before the response goes out, so a client that has its answer sees the record."""
+    def _record(self, status: int, body: bytes = b"", content_type: str = "",
+                headers: Mapping[str, str] | None = None) -> None:
+        """Log the request before the response goes out, so a client that has its answer sees the record;
+        keep the answer for the description check."""
         method, route = self._pending
+        answer = Answer(method=method, path=self.path, route=route, status=status, content_type=content_type,
+                        headers=dict(headers or {}), body=body, crafted=self._crafted)
         record = RequestRecord(
             method=method,
             path=self.path,
@@ -630,6 +745,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         with self.owner._lock:
             self.owner.log.append(record)
+            self.owner.answers.append(answer)
 
     def _serve(self, route: str, params: dict[str, str], prefix: str, query: dict[str, str]) -> int:
         owner = self.owner
@@ -641,6 +757,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if fault.times <= 0:
                     queue.pop(0)
         self._drip = fault.drip if fault is not None else None
+        self._crafted = fault is not None and (fault.body is not None or fault.cut is not None)
         if fault is not None and fault.drip is None:
             if fault.delay:
                 time.sleep(fault.delay)
@@ -650,7 +767,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return 0
             if fault.cut == "truncate":
                 body = fault.body if fault.body is not None else b'{"message": "' + b"x" * 64 + b'"}'
-                self._record(fault.status)
+                self._record(fault.status, body, "application/json; charset=utf-8")
                 self.send_response(fault.status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -676,8 +793,9 @@ class _Handler(BaseHTTPRequestHandler):
             repo = owner._repos.get(f"{params['owner']}/{params['repo']}".lower())
             if repo is None:
                 return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+            self._crafted = self._crafted or owner._tampered(repo)
             if route == "repo":
-                return self._json(200, owner._minimal_repo(repo["full_name"], base))
+                return self._json(200, owner._full_repo(repo["full_name"], base))
             if route in ("run", "run_attempt", "run_artifacts", "attempt_jobs"):
                 run = owner._runs.get(int(params["run_id"]))
                 if run is None or run["_repository"].lower() != repo["full_name"].lower():
@@ -685,7 +803,10 @@ class _Handler(BaseHTTPRequestHandler):
                 owner._sync_store(run["id"])
                 if route == "attempt_jobs":
                     jobs = owner._jobs.get((run["id"], int(params["attempt"])), [])
+                    self._crafted = self._crafted or owner._tampered(*jobs)
                     return self._job_page(jobs, query)
+                head_repo = owner._repos.get(run["_head_repository"].lower(), repo)
+                self._crafted = self._crafted or bool(run.get("_crafted")) or owner._tampered(run, head_repo)
                 if route == "run":
                     return self._json(200, owner._render_run(run, base))
                 if route == "run_attempt":
@@ -709,6 +830,7 @@ class _Handler(BaseHTTPRequestHandler):
             if art is None or art.repository.lower() != repo["full_name"].lower():
                 return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
             if route == "artifact":
+                self._crafted = self._crafted or owner._tampered(art.doc)
                 return self._json(200, owner._render_artifact(art, base))
             # artifact_zip
             if art.doc.get("expired"):
@@ -739,6 +861,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
         chunk = runs[(page - 1) * per_page: page * per_page]
+        self._crafted = self._crafted or any(r.get("_crafted") for r in chunk) or self.owner._tampered(*chunk)
         return self._json(200, {"total_count": len(runs),
                                 "workflow_runs": [self.owner._render_run(r, base) for r in chunk]})
 
@@ -759,6 +882,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
         total = len(items)
         chunk = items[(page - 1) * per_page: page * per_page]
+        self._crafted = self._crafted or self.owner._tampered(*(a.doc for a in chunk))
         body = {"total_count": total, "artifacts": [self.owner._render_artifact(a, base) for a in chunk]}
         last = max(1, -(-total // per_page))
         links = []
@@ -899,7 +1023,7 @@ class _Handler(BaseHTTPRequestHandler):
               content_type: str = "application/json; charset=utf-8") -> int:
         if self._drip is not None:
             return self._send_dripped(status, body, {"Content-Type": content_type, **(headers or {})})
-        self._record(status)
+        self._record(status, body, content_type, headers)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -914,7 +1038,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_dripped(self, status: int, body: bytes, headers: Mapping[str, str]) -> int:
         assert self._drip is not None
-        self._record(status)
+        self._record(status, body, headers.get("Content-Type", ""), headers)
         self._drip.serve(self.wfile, status, headers, body, self.owner._stopping)
         self.close_connection = True
         return status
@@ -922,7 +1046,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_chunked(self, status: int, body: bytes, *, content_type: str) -> int:
         if self._drip is not None:
             return self._send_dripped(status, body, {"Content-Type": content_type})
-        self._record(status)
+        self._record(status, body, content_type)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
@@ -959,6 +1083,16 @@ def _zip_directory(root: Path) -> bytes:
             info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(2026, 1, 1, 0, 0, 0))
             archive.writestr(info, path.read_bytes())
     return buffer.getvalue()
+
+
+def _runner_actor(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The actor the runner names in GITHUB_ACTOR and the event: the run's, or the one it was added with."""
+    actor = run.get("actor")
+    return actor if isinstance(actor, dict) else run["_actor"]
+
+
+def _shape(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, default=repr)
 
 
 def _chunks(data: bytes, size: int) -> Iterator[bytes]:

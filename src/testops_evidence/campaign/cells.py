@@ -23,13 +23,13 @@ others are recorded as superseded.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
-from testops_evidence import collector
 from testops_evidence.campaign.usage import Figure, cell_figures
 from testops_evidence.contract import Case, validate_document
 from testops_evidence.errors import SCOPE_CASE, Refusal, lookup
@@ -99,35 +99,6 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
-_T = TypeVar("_T")
-
-
-class once(Generic[_T]):
-    """``functools.cached_property`` without the lock Python 3.11 takes at each first read (removed in 3.12, as
-    it serialised every instance): export reads three such values of each of 10,000 cells, in one thread. The
-    value is stored in the instance's ``__dict__`` under the property's name, which then shadows it."""
-
-    def __init__(self, func: Callable[[Any], _T]) -> None:
-        self.func = func
-        self.name = func.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> once[_T]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-
-    def __get__(self, instance: object | None, owner: type | None = None) -> once[_T] | _T:
-        if instance is None:
-            return self
-        value = self.func(instance)
-        instance.__dict__[self.name] = value
-        return value
-
-
 @dataclass(frozen=True)
 class CellResult:
     """A schema-valid cell result and where it came from."""
@@ -159,29 +130,28 @@ class CellResult:
     def disposition(self) -> str:
         return str(self.document["disposition"])
 
-    @once
+    @cached_property
     def started(self) -> datetime:
         return parse_time(self.document["started-at"], "started-at")
 
-    @once
+    @cached_property
     def finished(self) -> datetime:
         return parse_time(self.document["finished-at"], "finished-at")
 
     def checks(self) -> dict[str, Mapping[str, Any]]:
-        """The cell's checks by id (built once per cell: the verdict, the evidence and the result's steps each ask;
-        the caller must not change the mapping)."""
+        """The cell's checks by id (the caller must not change the mapping)."""
         return self._checks
 
-    @once
+    @cached_property
     def _checks(self) -> dict[str, Mapping[str, Any]]:
         return {str(c["id"]): c for c in self.document["checks"]}
 
     def usage(self) -> dict[str, Figure]:
-        """The allow-listed usage counters the cell reports, each with its coverage (read once per cell: the
-        accounts, the evidence and the result each ask; the caller must not change the mapping)."""
+        """The allow-listed usage counters the cell reports, each with its coverage (the caller must not change
+        the mapping)."""
         return self._usage
 
-    @once
+    @cached_property
     def _usage(self) -> dict[str, Figure]:
         return cell_figures(self.document, USAGE_ALLOWED)
 
@@ -212,7 +182,7 @@ def validate_cell(document: Any, source: str, *, sha256: str, origin: str = "cel
     cell inside a remote result)."""
     validate_document(schema, document, "export.cell_invalid", f"cell result {source}")
     cell = CellResult(document, sha256, source, origin, tuple(inputs), worker)
-    started = cell.started  # parsed once (first, as before: its refusal comes first), kept for the result's times
+    started = cell.started  # first: a bad start time is the refusal a cell meets first
     if cell.finished < started:
         raise Refusal("export.cell_invalid", f"cell result {source} finished before it started",
                       field="finished-at", expected=f">= {document['started-at']}", actual=document["finished-at"])
@@ -457,12 +427,9 @@ def admit(files: Sequence[CellFile], binding: Binding) -> dict[Unit, BoundCell]:
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise
-            collector.resume()
-            # Kept as evidence: the refusal alone, not the frames it was raised in (they hold the cell's parsed
-            # document) nor the errors it was raised from.
-            refusal.__traceback__ = refusal.__context__ = refusal.__cause__ = None
             digest = sha256_bytes(item.data) if item.data is not None else None
-            rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal, item.worker, digest, trial))
+            rejected.setdefault(unit, []).append(RejectedCell(key, item.source, refusal.detached(), item.worker,
+                                                              digest, trial))
             continue
         if cell.attempt_id in attempts:
             raise Refusal("export.duplicate_cell", f"cells {attempts[cell.attempt_id]} and {cell.source} share "

@@ -23,7 +23,7 @@ contract). The compiled bytes hash to K: they are what ``select`` encoded from i
 the YAML reader is deterministic and the selection records the version that parsed it
 (``contract-compiled-by``, which must be this phase's own), so this phase's parse of the same bytes gives the
 same document, in the same key order (which K binds too: a case's checks are listed in the contract's
-order). Validation runs again on it, so acceptance is decided as before. A worker — the party under
+order). Validation runs again on it, so acceptance is decided by the same rules. A worker — the party under
 evaluation, who may replace an artifact — cannot forge a compiled form: every one of its bytes is bound
 through K to a selection that must hash to the travelled digest, which it cannot change.
 
@@ -41,17 +41,21 @@ hash to it are the receipt guard wrote. A YAML contract then costs the campaign 
 
 Every failure — no compiled file, no travelled digest, a mismatch, a link, a directory, an oversized or
 malformed file, a document the rules refuse — makes :func:`load_compiled` return ``None``, and the phase
-parses the YAML exactly as before, with the same refusals and the same line-and-column errors. The
+parses the YAML, with its refusals and their line-and-column errors. The
 compiled form changes how fast a phase starts, never what it accepts or refuses.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testops_evidence.safeio import sha256_bytes, write_once
+from testops_evidence import __version__
+from testops_evidence.campaign.gate import SELECTION_LIMIT, read_document_bytes, selection_head
+from testops_evidence.readers import strictjson
+from testops_evidence.safeio import read_safe_path, sha256_bytes, write_once
 
 if TYPE_CHECKING:
     from testops_evidence.contract import Contract
@@ -88,8 +92,6 @@ def compiled_bytes(contract: Contract) -> bytes | None:
         return None
     if _last and _last[0][0] is contract:
         return _last[0][1]
-    import json
-
     try:
         text = json.dumps(contract.document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         encoded = (text + "\n").encode("utf-8")
@@ -121,8 +123,6 @@ def load_compiled(contract_path: str | os.PathLike[str], selection_path: str | o
 
 
 def _load(path: Path, selection_path: str | os.PathLike[str], travelled: str | None) -> tuple[Contract | None, str]:
-    from testops_evidence.campaign.gate import SELECTION_LIMIT, read_document_bytes, selection_head
-
     if travelled is None:
         return None, "no selection-sha256 travelled"
     if is_json_name(str(path)):
@@ -146,9 +146,6 @@ def load_guarded(contract_path: str | os.PathLike[str], state_path: str | os.Pat
 
 
 def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[Contract | None, str]:
-    from testops_evidence.campaign.gate import read_document_bytes
-    from testops_evidence.readers import strictjson
-
     if travelled is None:
         return None, "no guard-sha256 given"
     if is_json_name(str(path)):
@@ -165,11 +162,7 @@ def _load_guarded(path: Path, state_path: Path, travelled: str | None) -> tuple[
 def _bind(path: Path, document: dict[str, Any], compiled_file: Path, by: str) -> tuple[Contract | None, str]:
     """The contract of a compiled file, when the digests of a bound document (the selection, guard's receipt)
     tie it to this contract file: the file's bytes (F), the compiled bytes (K) and the canonical contract (C)."""
-    from testops_evidence import __version__
-    from testops_evidence.campaign.gate import read_document_bytes
     from testops_evidence.contract import CONTRACT_LIMIT, contract_from_document
-    from testops_evidence.readers import strictjson
-    from testops_evidence.safeio import read_safe_path
 
     recorded = {name: document.get(f"contract-{name}-sha256") for name in ("file", "compiled")}
     contract_sha256 = document.get("contract-sha256")

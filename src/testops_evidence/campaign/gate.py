@@ -2,8 +2,7 @@
 
 ``verify-selection`` runs at the start of every matrix job, so its start-up is paid once per case. The
 full verification (:mod:`campaign.selection`) parses the YAML contract (:mod:`yamlread`), validates the
-selection against its schema and compares every row with the contract — about 100 ms of imports and work
-for what digests already prove:
+selection against its schema and compares every row with the contract, where digests already prove:
 
 * the selection's exact bytes hash to ``selection-sha256``, the digest that travelled as the select
   job's output, outside the artifact that carried the file: the bytes are the ones ``select`` wrote,
@@ -24,23 +23,20 @@ The gate only ever *accepts*. Anything else — another digest, contract bytes t
 that rewrote line endings), a selection made before ``contract-file-sha256`` existed, a run outside
 Actions (the rehearsal context needs the contract), or any doubt at all — returns ``None`` and the full
 verification decides, with its refusals and their codes. So the gate changes how fast a worker starts,
-never what it accepts or refuses. It imports nothing but :mod:`safeio` (no json, re, pathlib, typing:
-benchmarks/run.py --only startup; tests/test_startup_imports.py).
+never what it accepts or refuses.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from testops_evidence.errors import Refusal
 from testops_evidence.readers.integers import ascii_int
 from testops_evidence.safeio import read_safe, sha256_bytes
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
 
 SELECTION_SCHEMA = "testops-evidence/selection/v1"
 SELECTION_LIMIT = 64 * 1024 * 1024  # = campaign.selection.SELECTION_LIMIT (a test keeps them equal)
@@ -62,16 +58,15 @@ def read_document_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
     return read_safe(".", normal, limit=limit)
 
 
+@dataclass(frozen=True)
 class GateFacts:
     """What the gate established, for the phase's outputs and summary."""
 
-    def __init__(self, document: dict[str, Any], digest: str, live: dict[str, Any], count: int,
-                 lanes: dict[str, int]) -> None:
-        self.document = document  # every field but ``cases`` (not read when the selection has its case index)
-        self.digest = digest
-        self.live = live  # repository, run-id, run-attempt, head-sha, run-url of this job's run
-        self.count = count
-        self.lanes = lanes
+    document: dict[str, Any]  # every field but ``cases`` (not read when the selection has its case index)
+    digest: str
+    live: dict[str, Any]  # repository, run-id, run-attempt, head-sha, run-url of this job's run
+    count: int
+    lanes: dict[str, int]
 
 
 def verify_by_digests(selection_path: str, expected_sha256: str | None, contract_path: str | None,
@@ -90,7 +85,7 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     if env.get("GITHUB_ACTIONS") != "true":
         return None
     data = read_document_bytes(selection_path, SELECTION_LIMIT)
-    if sha256_hex(data) != expected:
+    if sha256_bytes(data) != expected:
         return None
     document = selection_head(data.decode("utf-8"))
     if document.get("schema") != SELECTION_SCHEMA:
@@ -104,12 +99,12 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
     if ".." in contract_path.replace(os.sep, "/").split("/"):
         return None
     contract_bytes = read_document_bytes(contract_path, CONTRACT_LIMIT)
-    if sha256_hex(contract_bytes) != recorded:
+    if sha256_bytes(contract_bytes) != recorded:
         return None
     # The full verification parses a ``*.json`` contract as JSON and anything else as YAML; select may have
     # read the same bytes under another name. YAML text in a ``.json`` file is refused there
     # (``contract.invalid``), so here it must at least be one JSON object (else: raise, the full check runs).
-    if contract_path.endswith(".json") and not isinstance(loads_canonical(contract_bytes.decode("utf-8")), dict):
+    if contract_path.endswith(".json") and not isinstance(json.loads(contract_bytes), dict):
         return None
     live = live_binding(env)
     context = document["context"]
@@ -124,30 +119,6 @@ def _verify(selection_path: str, expected: str | None, contract_path: str,
             lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1
         index = {"count": len(rows), "lanes": lanes}
     return GateFacts(document, expected, live, index["count"], index["lanes"])
-
-
-# Below this size CPython's built-in SHA-256 (hashlib's own fallback) hashes faster than hashlib can load
-# OpenSSL's libcrypto (~2.5 ms at import: a quarter of a bare interpreter start); above it OpenSSL's
-# speed (8x the built-in here) wins. Same algorithm, same digest.
-BUILTIN_SHA256_BELOW = 512 * 1024
-
-
-def sha256_hex(data: bytes) -> str:
-    """SHA-256 of ``data``, hex; without loading OpenSSL for small inputs when nothing loaded it yet."""
-    if len(data) < BUILTIN_SHA256_BELOW and "_hashlib" not in sys.modules:
-        name = "_sha2" if sys.version_info >= (3, 12) else "_sha256"  # CPython's module names
-        module = sys.modules.get(name) or _import_or_none(name)
-        if module is not None:
-            digest: str = module.sha256(data).hexdigest()
-            return digest
-    return sha256_bytes(data)
-
-
-def _import_or_none(name: str) -> Any:
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
 
 
 def live_binding(env: Mapping[str, str]) -> dict[str, Any]:
@@ -182,31 +153,19 @@ def _required(env: Mapping[str, str], name: str) -> str:
 
 
 def _id(value: str) -> int:
-    """``context.ID_RE`` (``^[1-9][0-9]{0,17}$``) without the regex engine."""
+    """``context.ID_RE``: ``^[1-9][0-9]{0,17}$``."""
     number = ascii_int(value, minimum=1, maximum=10**18 - 1) if value[:1] != "0" else None
     if number is None:
         raise ValueError(value)
     return number
 
 
-class _ScannerContext:
-    """The settings ``json.JSONDecoder()`` gives its C scanner (``json.loads`` defaults)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
-
-
 def selection_head(text: str) -> dict[str, Any]:
     """Every top-level field of a selection's canonical JSON, stepping over the rows when ``case-index`` (which
-    sorts just before ``cases``) gives their length: a 10,000-case selection is 2.5 MB of rows, and parsing them
-    was most of a worker's start. Only for bytes that already hashed to the travelled digest — bytes select wrote,
+    sorts just before ``cases``) gives their length. Only for bytes that already hashed to the travelled digest — bytes select wrote,
     whose index select computed from the rows it wrote (and the full verification checks it against them).
     Anything unexpected raises: the gate then leaves the decision to the full verification."""
-    scan = _scanner()
+    scan = json.JSONDecoder().raw_decode
     if not text.startswith("{"):
         raise ValueError("not a JSON object")
     document: dict[str, Any] = {}
@@ -236,29 +195,3 @@ def selection_head(text: str) -> dict[str, Any]:
     if text[position + 1:].strip(" \t\n\r"):
         raise ValueError("extra data after the JSON value")
     return document
-
-
-def _scanner() -> Any:
-    from _json import make_scanner  # ImportError on another Python implementation: the full verification runs
-
-    return make_scanner(_ScannerContext())  # type: ignore[arg-type]  # duck-typed, as json does
-
-
-def loads_canonical(text: str) -> Any:
-    """``json.loads`` for canonical JSON (no leading whitespace), through the C scanner that ``json.loads``
-    itself uses. Importing the ``json`` package costs the regex engine (re, enum, functools,
-    collections: half a bare interpreter start), for nothing but skipping leading whitespace; where the
-    C scanner is not available, this is ``json.loads``."""
-    try:
-        from _json import make_scanner
-    except ImportError:  # another Python implementation
-        import json
-
-        return json.loads(text)
-    try:
-        value, end = make_scanner(_ScannerContext())(text, 0)  # type: ignore[arg-type]  # duck-typed, as json does
-    except StopIteration:
-        raise ValueError("no JSON value at the start") from None
-    if text[end:].strip(" \t\n\r"):
-        raise ValueError("extra data after the JSON value")
-    return value

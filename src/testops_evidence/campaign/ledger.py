@@ -97,8 +97,7 @@ class Ledger:
         """Sorted JSON with one attempt or import record per line.
 
         One line per record keeps a committed ledger's diffs readable (an import adds lines, it never
-        reflows others), and each line is encoded by json's C encoder; an indented dump would use the
-        pure-Python encoder, about four times slower on a ledger of 10,000 records.
+        reflows others).
         """
         document = self.document
 
@@ -121,8 +120,7 @@ class Ledger:
         return ("{\n" + ",\n".join(members) + "\n}\n").encode("utf-8")
 
     def copy(self) -> Ledger:
-        # A JSON round trip copies the plain document several times faster than copy.deepcopy.
-        return Ledger(json.loads(json.dumps(self.document)))
+        return Ledger(copy.deepcopy(self.document))
 
     @property
     def campaign(self) -> str:

@@ -121,21 +121,10 @@ def _refuse(message: str, **details: Any) -> Refusal:
     return Refusal("export.receipt", message, **details)
 
 
-def receipt_from_bytes(data: bytes, path: str, *, own: bool = False) -> Receipt:
-    """The receipt in ``data``, checked as upload and verify check it. ``own``: bytes this process has just
-    encoded with :func:`safeio.canonical_json` (export's check before it writes them), which are JSON by
-    construction, so the C parser reads them; the strict reader is for bytes that crossed a job boundary
-    (and took a tenth of a 10,000-case export for nothing it could find in canonical bytes)."""
-    if own:
-        import json
-
-        def constant(name: str) -> Any:  # NaN or Infinity: what the strict reader of upload would refuse
-            raise _refuse(f"the export receipt {path} holds {name}", field="receipt", expected="finite numbers",
-                          actual=name)
-
-        document = json.loads(data, parse_constant=constant)
-    else:
-        document = parse_json_bytes(data, f"the export receipt {path}", "export.receipt")
+def receipt_from_bytes(data: bytes, path: str) -> Receipt:
+    """The receipt in ``data``, checked as upload and verify check it (export checks its own before it writes
+    them)."""
+    document = parse_json_bytes(data, f"the export receipt {path}", "export.receipt")
     validate_document("export-receipt", document, "export.receipt", f"the export receipt {path}")
     rows = document["results"]
     repeated_key = [value for value, n in Counter(row["key"] for row in rows).items() if n > 1]

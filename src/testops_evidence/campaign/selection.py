@@ -17,6 +17,7 @@ Public API (stable; other phases import it):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -134,8 +135,6 @@ def case_index(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What a worker needs to know of the rows without reading them (:mod:`campaign.gate`): how many there are,
     how many per lane, and the length in characters of the ``cases`` value as written (its canonical JSON), so a
     reader of the digest-checked bytes can step over it. Sorted keys put ``case-index`` just before ``cases``."""
-    import json
-
     lanes: dict[str, int] = {}
     for row in rows:
         lanes[row["lane"]] = lanes.get(row["lane"], 0) + 1

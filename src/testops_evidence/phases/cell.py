@@ -7,8 +7,7 @@
     testops-evidence cell --case get-task-context --inspect-log logs/ --out cell-results/get-task-context.json
     testops-evidence cell --case get-task-context --promptfoo results.json --out cell-results/x.json
 
-The reports (JUnit XML, allure-results, Inspect AI logs, promptfoo results; several kinds may be combined)
-are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is bound to
+The reports (one option per format of ``adapters/formats.py``; several may be combined) are mapped to the contract case's checks by the adapter rules (docs/evidence.md). The cell is bound to
 the selection the worker ran (``--selection-sha256``, else ``TESTOPS_EVIDENCE_SELECTION_SHA256``,
 which the campaign template gives every case; with ``--selection-path`` the file is re-hashed against it),
 to the commit the worker evaluated (``--source-sha``, else ``GITHUB_SHA`` in Actions, else
@@ -29,18 +28,15 @@ from testops_evidence.campaign.cells import adapted_cell
 from testops_evidence.campaign.selection import SELECTION_LIMIT, check_sha256, load_selection, read_document_bytes
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal, input_error
-from testops_evidence.publication.tree import list_dir
-from testops_evidence.readers.adapters import Outcome
-from testops_evidence.readers.adapters.frameworks import FrameworkRun, framework_cell
+from testops_evidence.readers.adapters.formats import FORMATS, TITLES, ReportFormat
+from testops_evidence.readers.adapters.frameworks import framework_cell
 from testops_evidence.readers.adapters.layout import (
     CASE_REPORT_BYTES,
     CASE_REPORT_FILES,
-    FRAMEWORKS,
+    Reports,
     check_case_budget,
-    read_allure_files,
-    read_framework_logs,
-    read_junit_files,
-    walk,
+    listing,
+    read_files,
 )
 from testops_evidence.readers.integers import ascii_int, parse_int
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -94,78 +90,35 @@ def _selection(ctx: PhaseContext, profile: dict[str, str]) -> tuple[str, dict[st
     return given, profile
 
 
-def _check_report_budget(junit: str | None, allure_dir: str | None, framework: list[str | None]) -> None:
-    """The reports given, as listed (names and sizes, no link followed), within the budget export applies to a
-    case directory (``export.case_budget``), before a byte of them is read: the agent writes these reports,
-    and the Allure results are held in memory together (their containers link across files)."""
-    listed: dict[str, int] = {}
-    for kind, given, wanted in (("junit", junit, _is_xml), ("allure-results", allure_dir, _is_allure_result)):
-        path = Path(given) if given is not None else None
-        if path is not None and (kind == "allure-results" or (path.is_dir() and not path.is_symlink())):
-            sizes: dict[str, int] = {}
-            walk(path, "", wanted, sizes=sizes)
-            listed.update((f"{kind}/{name}", size) for name, size in sizes.items())
-    for kind, given in zip(FRAMEWORKS, framework, strict=True):
-        path = Path(given) if given is not None else None
-        if path is not None and path.is_dir() and not path.is_symlink():
-            suffixes = FRAMEWORKS[kind][0]
-            listed.update((f"{kind}/{e.name}", e.size) for e in list_dir(path, "")
-                          if not e.is_dir and e.name.endswith(suffixes) and not e.name.startswith("."))
-    check_case_budget("the reports given", "report", list(listed.items()), CASE_REPORT_FILES, CASE_REPORT_BYTES,
-                      reader="cell")
+def _given(ctx: PhaseContext) -> list[tuple[ReportFormat, Path]]:
+    return [(fmt, Path(value)) for fmt in FORMATS if (value := _option(ctx, fmt.kind)) is not None]
 
 
-def _is_xml(name: str) -> bool:
-    return name.endswith(".xml")
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
-def _is_allure_result(name: str) -> bool:
-    return name.endswith("-result.json")
+def _check_report_budget(given: list[tuple[ReportFormat, Path]]) -> None:
+    """The directories given, as listed (names and sizes, no link followed), within the budget export applies
+    to a case directory (``export.case_budget``), before a byte of them is read: the agent writes these
+    reports, and some are held in memory together (Allure containers link across files)."""
+    listed = [(f"{fmt.kind}/{name}", size) for fmt, path in given if _is_dir(path)
+              for name, size in listing(path, "", fmt.suffixes, recursive=fmt.recursive).items()]
+    check_case_budget("the reports given", "report", listed, CASE_REPORT_FILES, CASE_REPORT_BYTES, reader="cell")
 
 
-def _reports(junit: str | None, allure_dir: str | None) -> tuple[list[Outcome], list[tuple[str, str]]]:
-    """The reports given, directories read recursively (docs/evidence.md: order and hidden files); input
-    paths are relative to the directory given, prefixed ``allure-results/`` for Allure results; a refusal
-    names the report by its path as given."""
-    outcomes: list[Outcome] = []
-    inputs: list[tuple[str, str]] = []
-    if junit is not None:
-        path = Path(junit)
-        if path.is_dir() and not path.is_symlink():
-            root, names = path, walk(path, "", _is_xml)
+def _reports(given: list[tuple[ReportFormat, Path]]) -> Reports:
+    """The reports given, a directory read as its format says (docs/evidence.md: order and hidden files); inputs
+    are named relative to the directory given (under the format's own directory name for a test report format
+    that has one); a refusal names the report by its path as given."""
+    reports = Reports()
+    for fmt, path in given:
+        if _is_dir(path):
+            root, names = path, list(listing(path, "", fmt.suffixes, recursive=fmt.recursive))
         else:
-            root, names = path.parent, [path.name]
-        found, digests = read_junit_files(root, names)
-        outcomes += found
-        inputs += digests
-    if allure_dir is not None:
-        root = Path(allure_dir)
-        found, digests = read_allure_files(root, walk(root, "", _is_allure_result))
-        outcomes += found
-        inputs += [(f"allure-results/{name}", sha) for name, sha in digests]
-    return outcomes, inputs
-
-
-_REPORT_OPTIONS = (("junit", "junit"), ("allure-results", "allure-results"), ("inspect-log", "inspect-log"),
-                   ("promptfoo", "promptfoo"))
-
-
-def _framework_runs(ctx: PhaseContext) -> tuple[list[tuple[str, FrameworkRun]], list[tuple[str, str]]]:
-    runs: list[tuple[str, FrameworkRun]] = []
-    inputs: list[tuple[str, str]] = []
-    for kind in ("inspect-log", "promptfoo"):
-        given = _option(ctx, kind)
-        if given is None:
-            continue
-        path = Path(given)
-        if path.is_dir():
-            found, digests = read_framework_logs(path, "", kind)
-        else:
-            found, digests = read_framework_logs(path.parent if str(path.parent) else Path("."), "", kind,
-                                                 only=path.name)
-        runs += found
-        inputs += digests
-    return runs, inputs
+            root, names = (path.parent if str(path.parent) else Path(".")), [path.name]
+        read_files(root, names, fmt, reports, f"{fmt.directory}/" if fmt.directory and not fmt.framework else "")
+    return reports
 
 
 def _trial(ctx: PhaseContext, case: Case) -> int | None:
@@ -188,7 +141,6 @@ def _trial(ctx: PhaseContext, case: Case) -> int | None:
 def run(ctx: PhaseContext) -> PhaseResult:
     key = _option(ctx, "case")
     out = _option(ctx, "out")
-    junit, allure_dir = _option(ctx, "junit"), _option(ctx, "allure-results")
     if key is None or out is None:
         raise input_error("case" if key is None else "out", "cell needs --case KEY and --out FILE")
     if os.path.lexists(out):
@@ -197,10 +149,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
         raise input_error("out", f"{out} already exists: a cell result is written once. Give a new --out path "
                           "(one file per case, or per trial), or remove the old file if it is not needed",
                           expected="a path that does not exist yet", actual=out)
-    given = [option for option, _ in _REPORT_OPTIONS if _option(ctx, option) is not None]
+    given = _given(ctx)
     if not given:
-        raise input_error("junit", "cell needs a report: --junit FILE|DIR, --allure-results DIR, "
-                          "--inspect-log FILE|DIR and/or --promptfoo FILE|DIR")
+        raise input_error(FORMATS[0].kind, "cell needs a report: "
+                          + ", ".join(f"--{fmt.kind} FILE|DIR" for fmt in FORMATS) + " (one or more)")
     attempt = _option(ctx, "attempt-id")
     if attempt is not None and not ATTEMPT_RE.match(attempt):
         raise input_error("attempt-id", "the attempt id must be a safe name", expected="[A-Za-z0-9._-], 1-200",
@@ -209,16 +161,15 @@ def run(ctx: PhaseContext) -> PhaseResult:
     case = contract.case(key)
     trial = _trial(ctx, case)
     selection_sha256, profile = _selection(ctx, dict(contract.profile))
-    _check_report_budget(junit, allure_dir, [_option(ctx, kind) for kind in FRAMEWORKS])
-    outcomes, inputs = _reports(junit, allure_dir)
-    runs, framework_inputs = _framework_runs(ctx)
-    inputs += framework_inputs
+    _check_report_budget(given)
+    reports = _reports(given)
+    inputs = reports.inputs
     if not inputs:
-        raise Refusal("export.adapter", "no report was found (no *.xml, *-result.json, *.eval or results *.json)",
-                      field="reports", expected="JUnit XML, allure-results, an Inspect AI log or promptfoo results",
-                      actual=", ".join(str(_option(ctx, option)) for option in given))
-    origin = "+".join(option for option in given)
-    document = framework_cell(case, runs, outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
+        raise Refusal("export.adapter", "no report was found (no "
+                      + ", ".join(f"*{s}" for s in dict.fromkeys(s for fmt in FORMATS for s in fmt.suffixes)) + ")",
+                      field="reports", expected=TITLES, actual=", ".join(str(path) for _fmt, path in given))
+    origin = "+".join(fmt.kind for fmt, _path in given)
+    document = framework_cell(case, reports.runs, reports.outcomes, source_sha=_source_sha(ctx), profile=profile, inputs=inputs,
                               selection_sha256=selection_sha256, fallback_time=ctx.clock(), attempt_id=attempt,
                               origin=origin, trial=trial)
     if trial is not None:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import collector
 from testops_evidence.campaign import ledger as ledgers
 from testops_evidence.campaign import previous, remote_cells, stats, usage
 from testops_evidence.campaign.budget import EXCEEDED, EXHAUSTED, UNVERIFIED, Judgement, judge
@@ -75,11 +74,6 @@ def read_selection(ctx: PhaseContext, path: Path) -> tuple[Selection, bool]:
 
 
 def run(ctx: PhaseContext) -> PhaseResult:
-    result: PhaseResult = collector.run_paused(_run, ctx)  # the cycle collector: see collector.py
-    return result
-
-
-def _run(ctx: PhaseContext) -> PhaseResult:
     contract = ctx.contract()
     selection_path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     selection, digest_given = read_selection(ctx, selection_path)
@@ -181,13 +175,12 @@ def _run(ctx: PhaseContext) -> PhaseResult:
         "statistics": statistics,
         "results": rows,
     }
-    # Compact: a machine document (7.7 MB indented at 10,000 cases, and a tenth of the export's time); the
-    # step summary is what a person reads, and `python -m json.tool` indents it for one who wants to.
+    # Compact: a machine document; the step summary is what a person reads.
     receipt_bytes = canonical_json(receipt)
     try:
         # The receipt is checked as upload and verify will read it, before it is written: export never
         # leaves a receipt they would refuse (a refusal here removes the results directory too).
-        receipt_from_bytes(receipt_bytes, str(receipt_path), own=True)
+        receipt_from_bytes(receipt_bytes, str(receipt_path))
         write_once(receipt_path, receipt_bytes)
     except Refusal as refusal:
         # Without its receipt nothing publishes the results directory, and its presence would refuse the

@@ -9,7 +9,7 @@ every case row byte for byte) and the live run context (``selection.context``).
 First the fast gate (:mod:`campaign.gate`) tries to accept by digests alone: the selection's bytes hash
 to ``selection-sha256``, the contract file's bytes hash to the ``contract-file-sha256`` that select
 recorded, and the recorded run context binds to this job's runner variables. It only ever accepts;
-whenever it cannot, the full verification above runs and decides, with the same refusals as before.
+whenever it cannot, the full verification above runs and decides, with its refusals.
 
 No network and no network library: the live context is the runner's environment (or the local rehearsal
 context outside Actions). A test asserts that neither ``requests`` nor ``github`` is imported.
@@ -17,16 +17,13 @@ context outside Actions). A test asserts that neither ``requests`` nor ``github`
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from testops_evidence import summary
 from testops_evidence.campaign.gate import verify_by_digests
+from testops_evidence.campaign.selection import check_sha256, load_selection, validate_against, worker_context
 from testops_evidence.runner import PhaseContext, PhaseResult
-
-# The success path of this phase starts every matrix job: it imports only the fast gate (see
-# campaign/gate.py); the full verification and its imports (the contract reader, jsonschema, ...) load only when
-# the gate cannot decide (tests/test_startup_imports.py, benchmarks/run.py --only startup).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 DEFAULT_SELECTION_PATH = "testops-evidence-selection.json"
 
@@ -48,10 +45,6 @@ def run(ctx: PhaseContext) -> PhaseResult:
 def _verify_fully(ctx: PhaseContext) -> PhaseResult:
     """Parse the contract, validate the selection's schema and every row against the contract, and bind
     it to this run; every refusal of this phase comes from here."""
-    from pathlib import Path
-
-    from testops_evidence.campaign.selection import check_sha256, load_selection, validate_against, worker_context
-
     expected = check_sha256(ctx.settings.string("selection-sha256"))
     path = ctx.settings.path("selection-path") or Path(DEFAULT_SELECTION_PATH)
     contract = ctx.contract()
@@ -70,8 +63,7 @@ def _verify_fully(ctx: PhaseContext) -> PhaseResult:
 def _plain_path(text: str) -> bool:
     """True when ``str(Path(text)) == text`` (no empty or ``.`` components), so the summary names the
     selection exactly as the full verification (which goes through ``Path``) would."""
-    parts = text[1:].split("/") if text.startswith("/") else text.split("/")
-    return bool(text) and text != "/" and "\x00" not in text and all(p not in ("", ".") for p in parts)
+    return bool(text) and text != "/" and "\x00" not in text and str(Path(text)) == text
 
 
 def _result(path: str, digest: str, document: Any, count: int, lanes: dict[str, int], live: dict[str, Any],

@@ -175,10 +175,8 @@ def write_new(path: Path | str, data: bytes, *, dir_fd: int | None = None) -> No
 
     Not fsynced, on purpose: the rename shows readers all files or none, and every file's SHA-256 is in
     the receipt, which is written durably, so a file torn by a crash is refused by its digest
-    (``upload.results_invalid``, verify), never trusted. An fsync per file was 20,000 fsyncs, a third of a
-    10,000-case export on a disk (benchmarks/run.py --only export), for nothing the digests do not give.
-    With ``dir_fd`` (the private directory, opened once) ``path`` is a name in it: no path is resolved again
-    for each of 20,000 files."""
+    (``upload.results_invalid``, verify), never trusted. With ``dir_fd`` (the private directory, opened
+    once) ``path`` is a name in it."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600,
                  dir_fd=dir_fd)
     try:

@@ -8,8 +8,6 @@ So ``isdigit()`` followed by ``int()`` turns a hostile value into an unexpected 
 before anything is converted, and the bounds are part of the question.
 ``tests/reliability/test_hostile_round_three.py`` fails on any ``isdigit``/``isdecimal``/``isnumeric`` and
 ``int()`` left together in one function of ``src/``.
-
-Imported by every start (through ``settings``): it imports nothing but ``errors`` and ``redact``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A fast yes/no JSON Schema check for the keyword subset our schemas use; jsonschema explains failures.
 
-Validating *valid* documents is the hot path: a 10,000-case export validates 10,000 cell results, the
-contract and the selection, and jsonschema's general validator (it builds a validator per subschema per
-value) spent about 1 ms per cell — half of the export (benchmarks/run.py --only export). So a schema is
-compiled once into nested closures that answer only "valid or not"; when the answer is "not", the
-caller runs jsonschema, which produces the error with its pointer as before. The closures implement
+Most documents are valid, and a 10,000-case export validates 10,000 cell results (jsonschema was 38x slower
+on them: BENCHMARKS.md). So a schema is compiled once into nested closures that answer only "valid or
+not"; when the answer is "not", the caller runs jsonschema, which produces the error with its pointer. The closures implement
 the Draft 2020-12 semantics of each keyword *exactly* as our jsonschema validator does
 (:func:`contract.strict_validator`: booleans are not numbers, ``enum``/``const``/``uniqueItems`` use
 jsonschema's equality where ``True != 1``), with two deliberate departures from plain jsonschema that

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from testops_evidence.errors import Refusal  # imported by every start already (safeio); no cost here
+from testops_evidence.errors import Refusal
 
 # 64-bit: TestOps ids are Java longs, Allure times are epoch milliseconds, GitHub ids fit; a value past
 # this range has no consumer that reads it as the same number.
@@ -105,6 +105,9 @@ def _constant(_text: str) -> Any:
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float,
                             parse_constant=_constant)
+# What a reader that admits NaN and Infinity (``constants=True``) uses: the same, the constants read as floats.
+_DECODER_CONSTANTS = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float,
+                                      parse_constant=float)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -121,13 +124,14 @@ def decode_text(data: bytes | str) -> str:
                           column=column) from None
 
 
-def loads(data: bytes | str) -> Any:
-    """The JSON value of ``data``; :class:`JSONProblem` for anything that is not strict JSON."""
+def loads(data: bytes | str, *, constants: bool = False) -> Any:
+    """The JSON value of ``data``; :class:`JSONProblem` for anything that is not strict JSON. ``constants``
+    admits ``NaN``, ``Infinity`` and ``-Infinity`` (as floats), and nothing else beyond strict JSON."""
     text = decode_text(data)
     try:
-        value = _DECODER.decode(text)
+        value = (_DECODER_CONSTANTS if constants else _DECODER).decode(text)
     except (_Refused, json.JSONDecodeError, ValueError, RecursionError) as exc:
-        found = problems(text, limit=1)
+        found = problems(text, limit=1, constants=constants)
         if found:
             raise found[0] from None
         # The walker accepts what the C scanner refused: say what Python said, where it said it.
@@ -135,14 +139,14 @@ def loads(data: bytes | str) -> Any:
             raise JSONProblem(exc.msg, line=exc.lineno, column=exc.colno) from None
         raise JSONProblem(f"not readable as JSON ({type(exc).__name__})") from None
     if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or _too_deep(text):
-        found = problems(text, limit=1)
+        found = problems(text, limit=1, constants=constants)
         if found:
             raise found[0]
     return value
 
 
 # Outside its strings, a JSON text holds only brackets and these bytes.
-_NOT_BRACKET = b" \t\n\r,:0123456789-+.eEtrufalsn"
+_NOT_BRACKET = b" \t\n\r,:0123456789-+.eEtrufalsnNIiy"  # NaN and Infinity too (constants=True)
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
@@ -153,7 +157,7 @@ def _too_deep(text: str) -> bool:
     A text with fewer brackets than the limit cannot be too deep (the usual case: two ``count`` calls).
     Otherwise the strings are cut out (their brackets are text: escapes dropped, then every other piece
     between quotes is a string's body), what is left is only brackets, and the depth is the highest running
-    sum of them, every step in C: about a third of the decode's own time on a 10,000-case selection."""
+    sum of them."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
     if "\\" in text:  # a run of backslashes pairs up from its left, as the escapes do; then \" is no quote
@@ -162,20 +166,20 @@ def _too_deep(text: str) -> bool:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
 
 
-def load_document(data: bytes | str, what: str, code: str) -> Any:
+def load_document(data: bytes | str, what: str, code: str, *, constants: bool = False) -> Any:
     """:func:`loads`, refusing with ``code``: the message names the problem, its line and column, and
     the field is the problem's JSON pointer."""
     try:
-        return loads(data)
+        return loads(data, constants=constants)
     except JSONProblem as problem:
         raise Refusal(code, f"{what} is not valid JSON: {problem}", field=problem.pointer,
                       expected="strict JSON (RFC 8259)", actual=problem.where) from None
 
 
-def problems(text: str, *, limit: int = MAX_PROBLEMS) -> list[JSONProblem]:
+def problems(text: str, *, limit: int = MAX_PROBLEMS, constants: bool = False) -> list[JSONProblem]:
     """Every problem of ``text`` (up to ``limit``); a syntax error ends the list (nothing after it can be
-    read reliably). Empty for strict JSON."""
-    return _Walker(text, limit, None).run()
+    read reliably). Empty for strict JSON (``constants``: with NaN and Infinity admitted)."""
+    return _Walker(text, limit, None, constants).run()
 
 
 def positions(text: str) -> dict[str, tuple[int, int]]:
@@ -213,7 +217,8 @@ _STRING_ERRORS = (
 class _Walker:
     """A strict JSON reader that finds problems and their places (slow; run only on the error path)."""
 
-    def __init__(self, text: str, limit: int, where: dict[str, int] | None) -> None:
+    def __init__(self, text: str, limit: int, where: dict[str, int] | None, constants: bool = False) -> None:
+        self.constants = constants
         self.text = text
         self.limit = limit
         self.where = where
@@ -354,7 +359,8 @@ class _Walker:
                 return i + len(literal)
         for constant in ("NaN", "Infinity", "-Infinity"):
             if text.startswith(constant, i):
-                self.problem(f"{constant} is not a JSON number (use null, or a finite number)", i)
+                if not self.constants:
+                    self.problem(f"{constant} is not a JSON number (use null, or a finite number)", i)
                 return i + len(constant)
         if char in "}]":
             self.problem(f"expected a value, found {char}", i, fatal=True)
@@ -368,7 +374,8 @@ class _Walker:
     def _number(self, i: int) -> int:
         text = self.text
         if text.startswith("-Infinity", i):
-            self.problem("-Infinity is not a JSON number (use null, or a finite number)", i)
+            if not self.constants:
+                self.problem("-Infinity is not a JSON number (use null, or a finite number)", i)
             return i + len("-Infinity")
         match = _NUMBER.match(text, i)
         if match is None:

@@ -1,8 +1,7 @@
 """Adapters: build a cell result from reports written by real test and evaluation frameworks.
 
-Four report formats are read — JUnit XML (``pytest --junitxml``, and most other runners), an
-allure-results directory (allure-pytest, allure-js, ...), an Inspect AI log (``.eval`` or ``.json``) and a
-promptfoo results file. Every parser reduces a report to a list of :class:`Outcome` (one per test case,
+The report formats read are declared in :mod:`formats` (JUnit XML, allure-results, Inspect AI logs,
+promptfoo results, ...). Every parser reduces a report to a list of :class:`Outcome` (one per test case,
 or per sample, epoch and scorer); :func:`build_cell` maps outcomes to the contract case's checks.
 
 Mapping a test case to a check (first rule that matches wins):

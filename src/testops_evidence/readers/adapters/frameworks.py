@@ -22,7 +22,6 @@ lower bound), an absent one ``{"coverage": "unavailable"}`` — never a zero.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -32,12 +31,12 @@ from typing import Any
 
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
+from testops_evidence.readers import strictjson
 from testops_evidence.readers.adapters import Outcome, build_cell
 
 REPORTED, PARTIAL, ABSENT = "reported", "partial", "absent"
 # Counters are non-negative integers below 2**53: what every JSON reader keeps exactly.
 COUNTER_MAX = 2**53 - 1
-_NUMBER_DIGITS = 40
 _MIN_MS = 946_684_800_000  # 2000-01-01T00:00:00Z: an evaluation log older than this is not real
 _MAX_MS = 7_258_118_400_000  # 2200-01-01T00:00:00Z
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
@@ -189,51 +188,10 @@ def load_json(data: bytes, tool: str, source: str, *, constants: bool = False,
     nothing else beyond it: Inspect AI writes them on purpose for undefined metrics (its log model
     serialises non-finite floats as constants); they never count as a pass. A document that may hold
     more than ``max_values`` values is ``export.log_budget`` before it is parsed."""
-    from testops_evidence.readers import strictjson
-
     values = value_bound(data)
     if values > max_values:
         raise over_budget(tool, source, values, max_values, advice)
-    if not constants:
-        return strictjson.load_document(data, f"{tool} {source}", "export.adapter")
-    from testops_evidence.safeio import has_lone_surrogate
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        document: dict[str, Any] = {}
-        for key, value in items:
-            if key in document:
-                raise _Duplicate(key)
-            document[key] = value
-        return document
-
-    def number(text: str) -> int:
-        value = int(text) if len(text) <= _NUMBER_DIGITS else strictjson.INT_MAX + 1
-        if not strictjson.INT_MIN <= value <= strictjson.INT_MAX:
-            raise _TooLong(text)
-        return value
-
-    try:
-        text = strictjson.decode_text(data)
-        document = json.loads(text, object_pairs_hook=pairs, parse_int=number)
-    except _Duplicate as exc:
-        raise refuse(tool, source, f"has the key {str(exc)[:100]!r} twice in one object",
-                     expected="each key once per object") from None
-    except _TooLong as exc:
-        raise refuse(tool, source, f"has an integer of {len(str(exc))} digits, outside 64 bits",
-                     expected="a 64-bit integer", actual=str(exc)[:40] + "...") from None
-    except (ValueError, RecursionError) as exc:
-        raise refuse(tool, source, f"is not valid UTF-8 JSON ({type(exc).__name__})") from None
-    if "\\u" in text and has_lone_surrogate(document):
-        raise refuse(tool, source, "has a lone UTF-16 surrogate escape, which is not a character")
-    return document
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-class _TooLong(ValueError):
-    pass
+    return strictjson.load_document(data, f"{tool} {source}", "export.adapter", constants=constants)
 
 
 # --- field readers ---------------------------------------------------------------------------------------

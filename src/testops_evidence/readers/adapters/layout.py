@@ -8,11 +8,8 @@ job, and each job's artifact is ``<artifact-prefix>-cells-<run attempt>-<job>``:
       <prefix>-cells-<attempt>-<job>/       the artifact of worker job <job>
         <case-key>.json                     the cell result of a case the plan assigned to <job>
         <case-key>/<any>.json               cell results of that case (several attempts: run-attempts any)
-        <case-key>/<any>.xml                JUnit XML of that case, adapted at export
-        <case-key>/allure-results/          allure-results of that case, adapted at export
-        <case-key>/<any>.eval               an Inspect AI log of that case, adapted at export
-        <case-key>/inspect-logs/            Inspect AI logs (``*.eval``, ``*.json``), adapted at export
-        <case-key>/promptfoo/               promptfoo results files (``*.json``), adapted at export
+        <case-key>/...                      reports of that case, adapted at export: where each format's
+                                            files may lie is declared in ``formats.FORMATS`` (docs/evidence.md)
         testops-evidence-worker.json        the worker record: its job and selection (the template's case
                                             loop writes it, so a worker's artifact is never empty)
 
@@ -25,9 +22,7 @@ another job refuses the whole export.
     cell-results/
       <any>.json                     a cell result (attributed by the case it names)
       <dir>/<any>.json               a cell result
-      <case-key>/<any>.xml           JUnit XML of that case, adapted at export
-      <case-key>/allure-results/     allure-results of that case, adapted at export
-      <case-key>/<any>.eval          an Inspect AI log of that case (and inspect-logs/, promptfoo/ as above)
+      <case-key>/...                 reports of that case, adapted at export (as above)
 
 Every ``*.json`` at the top or one directory down must be a cell result; reports in a directory not
 named by a case key cannot be attributed (``export.unattributed``). Names starting with ``.`` are
@@ -42,10 +37,11 @@ really checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from testops_evidence import collector
 from testops_evidence.campaign.cells import (
     CASE_KEY_RE,
     CELL_LIMIT,
@@ -57,30 +53,24 @@ from testops_evidence.campaign.cells import (
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
 from testops_evidence.publication.tree import Entry, check_exact, list_dir
-from testops_evidence.readers.adapters import Outcome, promptfoo
-from testops_evidence.readers.adapters import inspect_log as inspect
-from testops_evidence.readers.adapters.allure_results import RESULT_LIMIT, parse_results
+from testops_evidence.readers.adapters import Outcome
+from testops_evidence.readers.adapters.formats import FORMATS, RESERVED, ReportFormat
 from testops_evidence.readers.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
-from testops_evidence.readers.adapters.junit import JUNIT_LIMIT, parse_junit
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
 
-ALLURE_DIR = "allure-results"
 WORKER_RECORD = "testops-evidence-worker.json"
 WORKER_RECORD_SCHEMA = "testops-evidence/worker-record/v1"
-ARTIFACT_FILE_LIMIT = 512 * 1024 * 1024  # the largest report a worker artifact may hold (a promptfoo results file)
-INSPECT_DIR = "inspect-logs"
-PROMPTFOO_DIR = "promptfoo"
+ARTIFACT_FILE_LIMIT = max(fmt.limit for fmt in FORMATS)  # the largest report a worker artifact may hold
 
 MIB = 1024 * 1024
 # Budgets of one case directory, checked from its listing (names and sizes, never following a link) before
 # a byte of it is read: a worker's artifact is the agent's to fill, and before these a case directory of 160
-# cell files of 4 MiB was read whole (683 MiB, 26 s) only to be refused as duplicates. Each file also has its
-# own cap (a cell 4 MiB, JUnit 32 MiB, an Allure result 8 MiB, an Inspect log or promptfoo file 512 MiB),
-# checked by fstat when it is opened.
+# cell files of 4 MiB was read whole only to be refused as duplicates. Each file also has its own cap (a cell
+# 4 MiB, a report its format's limit), checked by fstat when it is opened.
 CASE_CELL_FILES = 1024  # cell results (*.json): 100 trials of a case under run-attempts any, with re-runs
 CASE_CELL_BYTES = 32 * MIB  # an honest cell is a few KiB: thousands of them, or eight at the per-file cap
-CASE_REPORT_FILES = 100_000  # JUnit, Allure results, Inspect logs and promptfoo files below one case directory
-CASE_REPORT_BYTES = 512 * MIB  # one Inspect log or promptfoo file at its cap, or that much of smaller reports
+CASE_REPORT_FILES = 100_000  # report files of every format below one case directory
+CASE_REPORT_BYTES = 512 * MIB  # one framework log at its cap, or that much of smaller reports
 
 
 def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]], max_files: int,
@@ -96,75 +86,6 @@ def check_case_budget(directory: str, what: str, files: Sequence[tuple[str, int]
         raise Refusal("export.case_budget", f"{directory} holds {total:,} bytes of {what} in {len(files)} files; "
                       f"{reader} reads at most {max_bytes:,} bytes of them for one case", field=directory,
                       expected=f"<= {max_bytes} bytes of {what}", actual=total)
-
-
-def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
-    """A report's bytes. A report over its kind's cap is that case's problem, not the campaign's: it is
-    ``export.adapter`` (the case broken, every other case exported), where every other unsafe read — a link,
-    a special file — stays a refusal of the whole export."""
-    try:
-        return read_safe(root, relpath, limit=limit)
-    except Refusal as refusal:
-        if refusal.code != "io.too_large":
-            raise
-        raise Refusal("export.adapter", f"{_shown(root)}{relpath} is over the {limit // MIB} MiB a {what} report "
-                      f"may hold ({refusal.actual} bytes): write a smaller report, or split it", field=relpath,
-                      expected=f"a {what} report of at most {limit} bytes", actual=refusal.actual) from None
-
-
-def _inspect_run(data: bytes, source: str) -> FrameworkRun:
-    return inspect.to_run(inspect.read_log(data, source))
-
-
-# kind -> (file suffixes, size cap, parser)
-FRAMEWORKS: dict[str, tuple[tuple[str, ...], int, Callable[[bytes, str], FrameworkRun]]] = {
-    "inspect-log": ((".eval", ".json"), inspect.LOG_LIMIT, _inspect_run),
-    "promptfoo": ((".json",), promptfoo.RESULTS_LIMIT, promptfoo.read_results),
-}
-_KIND_NAMES = {"inspect-log": "Inspect AI log", "promptfoo": "promptfoo results"}
-
-
-def read_framework_logs(root: str | Path, relpath: str, kind: str, *, only: str | None = None,
-                        suffixes: tuple[str, ...] | None = None) -> tuple[list[tuple[str, FrameworkRun]],
-                                                                        list[tuple[str, str]]]:
-    """The framework logs of ``kind`` in ``root/relpath`` (or the one file ``only``): their runs and
-    digests. Names starting with ``.`` are ignored."""
-    known, limit, parse = FRAMEWORKS[kind]
-    wanted = suffixes or known
-    prefix = f"{relpath}/" if relpath else ""
-    shown_root = f"{os.fspath(root).rstrip('/')}/" if os.fspath(root) not in ("", ".") else ""
-    if only is not None:
-        names = [only]
-    else:
-        names = [e.name for e in list_dir(root, relpath)
-                 if not e.is_dir and e.name.endswith(wanted) and not e.name.startswith(".")]
-    runs: list[tuple[str, FrameworkRun]] = []
-    inputs: list[tuple[str, str]] = []
-    for name in names:
-        data = read_report(root, prefix + name, limit, _KIND_NAMES[kind])
-        inputs.append((prefix + artifact_name(name, f"{kind}{wanted[0]}"), sha256_bytes(data)))
-        # refusals name the log by its whole path as the operator gave it, so it can be opened as written
-        runs.append((shown_root + prefix + name, parse(data, shown_root + prefix + name)))
-    return runs, inputs
-
-
-def _framework_reports(root: str | Path, relpath: str) -> tuple[list[tuple[str, tuple[str, FrameworkRun]]],
-                                                                  list[tuple[str, str]]]:
-    """Inspect AI logs and promptfoo results of one case directory, tagged with their kind."""
-    prefix = f"{relpath}/" if relpath else ""
-    runs: list[tuple[str, tuple[str, FrameworkRun]]] = []
-    inputs: list[tuple[str, str]] = []
-    entries = list_dir(root, relpath)
-    if any(not e.is_dir and e.name.endswith(".eval") and not e.name.startswith(".") for e in entries):
-        found, digests = read_framework_logs(root, relpath, "inspect-log", suffixes=(".eval",))
-        runs += [("inspect-log", item) for item in found]
-        inputs += digests
-    for directory, kind in ((INSPECT_DIR, "inspect-log"), (PROMPTFOO_DIR, "promptfoo")):
-        if any(e.is_dir and e.name == directory for e in entries):
-            found, digests = read_framework_logs(root, prefix + directory, kind)
-            runs += [(kind, item) for item in found]
-            inputs += digests
-    return runs, inputs
 
 
 MAX_DEPTH = 16  # directory levels below a report root: the path rule of safe reads allows 16 components
@@ -198,18 +119,6 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
     return found
 
 
-def _is_junit(name: str) -> bool:
-    return name.endswith(".xml")
-
-
-def _is_allure_result(name: str) -> bool:
-    return name.endswith("-result.json")
-
-
-def _not_junit_dir(name: str) -> bool:
-    return name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)
-
-
 def _shown(root: str | Path) -> str:
     """Refusals name a report by its whole path as the operator gave it (root included), so it can be opened as
     written; the recorded inputs stay relative to root, as the cell result stores them."""
@@ -217,142 +126,149 @@ def _shown(root: str | Path) -> str:
     return f"{text.rstrip('/')}/" if text not in ("", ".") else ""
 
 
-def read_junit_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outcome], list[tuple[str, str]]]:
-    outcomes: list[Outcome] = []
-    inputs: list[tuple[str, str]] = []
-    for name in names:
-        data = read_report(root, name, JUNIT_LIMIT, "JUnit XML")
-        inputs.append((name, sha256_bytes(data)))
-        outcomes += parse_junit(data, _shown(root) + name)
-    return outcomes, inputs
+def listing(root: str | Path, relpath: str, suffixes: tuple[str, ...], *, recursive: bool,
+            prune: Callable[[str], bool] | None = None) -> dict[str, int]:
+    """Files of ``root/relpath`` whose name ends with one of ``suffixes`` (to any depth when ``recursive``),
+    as path relative to root -> listed size. Hidden names are skipped."""
+    if recursive:
+        sizes: dict[str, int] = {}
+        walk(root, relpath, lambda name: name.endswith(suffixes), prune=prune, sizes=sizes)
+        return sizes
+    prefix = f"{relpath}/" if relpath else ""
+    return {prefix + e.name: e.size for e in list_dir(root, relpath)
+            if not e.is_dir and e.name.endswith(suffixes) and not e.name.startswith(".")}
 
 
-def read_allure_files(root: str | Path, names: Sequence[str]) -> tuple[list[Outcome], list[tuple[str, str]]]:
-    files = []
-    inputs: list[tuple[str, str]] = []
-    for name in names:
-        data = read_report(root, name, RESULT_LIMIT, "Allure result")
-        inputs.append((name, sha256_bytes(data)))
-        files.append((_shown(root) + name, data))
-    return parse_results(files), inputs
-
-
-def _allure_dirs(root: str | Path, relpath: str, depth: int = 0) -> list[str]:
+def _directories(root: str | Path, relpath: str, name: str, recursive: bool, depth: int = 0) -> list[str]:
     prefix = f"{relpath}/" if relpath else ""
     found: list[str] = []
     for entry in list_dir(root, relpath):
         if entry.is_dir and not entry.name.startswith(".") and depth < MAX_DEPTH:
-            found += [prefix + entry.name] if entry.name == ALLURE_DIR else _allure_dirs(root, prefix + entry.name,
-                                                                                         depth + 1)
+            if entry.name == name:
+                found.append(prefix + entry.name)
+            elif recursive:
+                found += _directories(root, prefix + entry.name, name, recursive, depth + 1)
     return found
 
 
-def read_reports(root: str | Path, relpath: str = "") -> tuple[list[Outcome], list[tuple[str, str]]]:
-    """Outcomes of every report below ``root/relpath``, read recursively (order: :func:`walk`): each
-    ``*.xml`` is JUnit XML, each ``*-result.json`` inside a directory named ``allure-results`` is an Allure
-    result. Input paths are relative to ``root``."""
-    outcomes, inputs = read_junit_files(root, walk(root, relpath, _is_junit, prune=_not_junit_dir))
-    allure = [name for directory in _allure_dirs(root, relpath) for name in walk(root, directory, _is_allure_result)]
-    if allure:
-        more, more_inputs = read_allure_files(root, allure)
-        outcomes += more
-        inputs += more_inputs
-    return outcomes, inputs
+def case_files(root: str | Path, relpath: str, fmt: ReportFormat) -> list[tuple[str, int]]:
+    """The files of ``fmt`` in the case directory ``root/relpath`` with their listed sizes: those with a
+    ``loose`` suffix outside the formats' own directories, then those in this format's own directory."""
+    sizes: dict[str, int] = {}
+    if fmt.loose:
+        sizes.update(listing(root, relpath, fmt.loose, recursive=fmt.recursive, prune=RESERVED.__contains__))
+    if fmt.directory:
+        for directory in _directories(root, relpath, fmt.directory, fmt.recursive):
+            sizes.update(listing(root, directory, fmt.suffixes, recursive=fmt.recursive))
+    return list(sizes.items())
 
 
-def has_reports(root: str | Path, relpath: str) -> bool:
-    """Whether ``root/relpath`` holds a JUnit or Allure report anywhere below it (reports are read recursively)."""
-    if walk(root, relpath, _is_junit, prune=_not_junit_dir):
-        return True
-    return any(walk(root, directory, _is_allure_result) for directory in _allure_dirs(root, relpath))
+@dataclass
+class Reports:
+    """What the reports of one case said, before they become a cell."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    runs: list[tuple[str, FrameworkRun]] = field(default_factory=list)  # (source, run) of framework logs
+    inputs: list[tuple[str, str]] = field(default_factory=list)  # (artifact path, sha256)
+    kinds: list[str] = field(default_factory=list)  # the formats read, in registry order
+
+    @property
+    def origin(self) -> str:
+        return "+".join(self.kinds)
+
+
+def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
+    """A report's bytes. A report over its kind's cap is that case's problem, not the campaign's: it is
+    ``export.adapter`` (the case broken, every other case exported), where every other unsafe read — a link,
+    a special file — stays a refusal of the whole export."""
+    try:
+        return read_safe(root, relpath, limit=limit)
+    except Refusal as refusal:
+        if refusal.code != "io.too_large":
+            raise
+        raise Refusal("export.adapter", f"{_shown(root)}{relpath} is over the {limit // MIB} MiB a {what} report "
+                      f"may hold ({refusal.actual} bytes): write a smaller report, or split it", field=relpath,
+                      expected=f"a {what} report of at most {limit} bytes", actual=refusal.actual) from None
+
+
+def read_files(root: str | Path, names: Sequence[str], fmt: ReportFormat, reports: Reports, prefix: str = "") -> None:
+    """Read and parse ``names`` (relative to ``root``) as ``fmt`` into ``reports``; each input is recorded as
+    ``prefix`` + its name (a framework log's file name made safe)."""
+    if not names:
+        return
+    shown = _shown(root)
+
+    def files() -> Iterator[tuple[str, bytes]]:
+        for name in names:  # one at a time: a framework log may be 512 MiB
+            data = read_report(root, name, fmt.limit, fmt.title)
+            path = prefix + name
+            if fmt.framework:
+                directory, _, base = path.rpartition("/")
+                path = (f"{directory}/" if directory else "") + artifact_name(base, fmt.kind + fmt.suffixes[0])
+            reports.inputs.append((path, sha256_bytes(data)))
+            yield shown + name, data
+
+    outcomes, runs = fmt.parse(files())
+    reports.outcomes += outcomes
+    reports.runs += runs
+    reports.kinds.append(fmt.kind)
+
+
+def read_case(root: str | Path, relpath: str) -> Reports:
+    """Every report of every format in the case directory ``root/relpath``; inputs relative to ``root``."""
+    reports = Reports()
+    for fmt in FORMATS:
+        read_files(root, [name for name, _size in case_files(root, relpath, fmt)], fmt, reports)
+    return reports
 
 
 def listed_reports(root: str | Path, relpath: str) -> list[tuple[str, int]]:
-    """Every report file export would read below ``root/relpath`` (JUnit, Allure results, Inspect logs,
-    promptfoo results) with its listed size: what the report budget is checked on, before any is read."""
-    sizes: dict[str, int] = {}
-    walk(root, relpath, _is_junit, prune=_not_junit_dir, sizes=sizes)
-    for directory in _allure_dirs(root, relpath):
-        walk(root, directory, _is_allure_result, sizes=sizes)
-    prefix = f"{relpath}/" if relpath else ""
-    entries = list_dir(root, relpath)
-    found = [(prefix + e.name, e.size) for e in entries
-             if not e.is_dir and e.name.endswith(".eval") and not e.name.startswith(".")]
-    for directory, kind in ((INSPECT_DIR, "inspect-log"), (PROMPTFOO_DIR, "promptfoo")):
-        if any(e.is_dir and e.name == directory for e in entries):
-            suffixes = FRAMEWORKS[kind][0]
-            found += [(f"{prefix}{directory}/{e.name}", e.size) for e in list_dir(root, prefix + directory)
-                      if not e.is_dir and e.name.endswith(suffixes) and not e.name.startswith(".")]
-    return [*sizes.items(), *found]
+    """Every report file export would read below ``root/relpath`` with its listed size: what the report budget
+    is checked on, before any is read."""
+    return [item for fmt in FORMATS for item in case_files(root, relpath, fmt)]
 
 
 def check_report_budget(root: str | Path, relpath: str) -> None:
     check_case_budget(relpath or ".", "report", listed_reports(root, relpath), CASE_REPORT_FILES, CASE_REPORT_BYTES)
 
 
-def adapt_reports(
-    root: str | Path,
-    relpath: str,
-    case: Case,
-    *,
-    source_sha: str,
-    profile: Mapping[str, str],
-    selection_sha256: str,
-    fallback_time: float,
-    attempt_id: str | None = None,
-    worker: str | None = None,
-) -> CellResult | None:
-    """A cell for ``case`` from the reports in ``root/relpath``; None when there are no reports."""
-    outcomes, inputs = read_reports(root, relpath)
-    kinds = sorted({"junit" if name.endswith(".xml") else "allure-results" for name, _ in inputs})
-    runs, framework_inputs = _framework_reports(root, relpath)
-    kinds += sorted({kind for kind, _ in runs})
-    inputs += framework_inputs
-    if not inputs:
-        return None
-    origin = "+".join(kinds)
-    document = framework_cell(case, [run for _, run in runs], outcomes, source_sha=source_sha, profile=profile,
-                              inputs=inputs, selection_sha256=selection_sha256, fallback_time=fallback_time,
-                              attempt_id=attempt_id, origin=origin)
-    return adapted_cell(document, relpath or ".", inputs, origin, worker=worker)
-
-
 def adapt_trials(root: str | Path, relpath: str, case: Case, *, source_sha: str, profile: Mapping[str, str],
                  selection_sha256: str, fallback_time: float, worker: str | None = None) -> list[CellResult]:
-    """The cells of a case directory: one per epoch (repeat) of a framework log that measured a case the
-    contract measures several times — its epochs are its trials — else the one cell of :func:`adapt_reports`.
+    """The cells of a case directory from its reports: one per epoch (repeat) of a framework log that measured a
+    case the contract measures several times — its epochs are its trials — else one (none without reports).
     A log with more epochs than the case has trials is refused (``export.adapter``); a directory over the
     report budget, before any report is read (``export.case_budget``)."""
     check_report_budget(root, relpath)
-    if case.trials.repeated:
-        runs, _inputs = _framework_reports(root, relpath)
-        ordinals = sorted({n for _, (_, run) in runs for n in run.trials(case.key)})
-        if len(ordinals) > 1:
-            if ordinals[-1] > case.trials.count:
-                raise Refusal("export.adapter", f"{relpath} holds a log that measured case {case.key!r} in "
-                              f"{ordinals[-1]} epochs, but the contract measures it {case.trials.count} times",
-                              field=relpath, expected=f"epochs 1..{case.trials.count}", actual=ordinals)
-            outcomes, inputs = read_reports(root, relpath)
-            _runs, framework_inputs = _framework_reports(root, relpath)
-            inputs += framework_inputs
-            origin = "+".join(sorted({kind for kind, _ in runs}))
-            cells = []
-            for trial in ordinals:
-                document = framework_cell(case, [run for _, run in runs], outcomes, source_sha=source_sha,
-                                          profile=profile, inputs=inputs, selection_sha256=selection_sha256,
-                                          fallback_time=fallback_time, origin=origin, trial=trial)
-                document["trial"] = trial
-                document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
-                cells.append(adapted_cell(document, f"{relpath or '.'}#{trial}", inputs, origin, worker=worker))
-            return cells
-    one = adapt_reports(root, relpath, case, source_sha=source_sha, profile=profile,
-                        selection_sha256=selection_sha256, fallback_time=fallback_time, worker=worker)
-    return [] if one is None else [one]
+    reports = read_case(root, relpath)
+    if not reports.inputs:
+        return []
+    cell = partial(framework_cell, case, reports.runs, reports.outcomes, source_sha=source_sha, profile=profile,
+                   inputs=reports.inputs, selection_sha256=selection_sha256, fallback_time=fallback_time,
+                   origin=reports.origin)
+    ordinals = sorted({n for _, run in reports.runs for n in run.trials(case.key)}) if case.trials.repeated else []
+    if len(ordinals) <= 1:
+        return [adapted_cell(cell(), relpath or ".", reports.inputs, reports.origin, worker=worker)]
+    if ordinals[-1] > case.trials.count:
+        raise Refusal("export.adapter", f"{relpath} holds a log that measured case {case.key!r} in "
+                      f"{ordinals[-1]} epochs, but the contract measures it {case.trials.count} times",
+                      field=relpath, expected=f"epochs 1..{case.trials.count}", actual=ordinals)
+    cells = []
+    for trial in ordinals:
+        document = cell(trial=trial)
+        document["trial"] = trial
+        document["attempt-id"] = f"{document['attempt-id'][:195]}-t{trial}"
+        cells.append(adapted_cell(document, f"{relpath or '.'}#{trial}", reports.inputs, reports.origin,
+                                  worker=worker))
+    return cells
 
 
-def _has_reports(inside: Sequence[Entry]) -> bool:
-    return any((not i.is_dir and i.name.endswith((".xml", ".eval")))
-               or (i.is_dir and i.name in (ALLURE_DIR, INSPECT_DIR, PROMPTFOO_DIR)) for i in inside)
+def _has_reports(root: Path, relpath: str, inside: Sequence[Entry]) -> bool:
+    """Whether a directory holds reports: a format's own directory or a loose report at its top, or a report
+    of a recursive format anywhere below."""
+    if any((i.is_dir and i.name in RESERVED) or (not i.is_dir and any(f.wanted(i.name, f.loose) for f in FORMATS
+                                                                       if f.loose)) for i in inside):
+        return True
+    return any(case_files(root, relpath, fmt) for fmt in FORMATS if fmt.recursive)
 
 
 def _name_failure(refusal: Refusal, relpath: str, key: str, worker: str | None) -> CellFile:
@@ -410,7 +326,7 @@ class _Reader:
         documents = [item for item in inside if not item.is_dir and item.name.endswith(".json")]
         if documents:
             return self.cell_files(relpath, documents, key, worker)
-        if not (_has_reports(inside) or has_reports(self.root, relpath)):
+        if not _has_reports(self.root, relpath, inside):
             return []
         case = self.cases.get(key)
         if case is None:
@@ -424,9 +340,7 @@ class _Reader:
         except Refusal as refusal:
             if not is_case_scoped(refusal):
                 raise  # an unsafe path or an oversized file is refused, never attributed
-            collector.resume()  # refused reports may leave reference cycles behind (collector.py)
-            refusal.__traceback__ = refusal.__context__ = refusal.__cause__ = None
-            return [CellFile(relpath, case=key, worker=worker, failure=refusal)]
+            return [CellFile(relpath, case=key, worker=worker, failure=refusal.detached())]
         return [CellFile(cell.source, case=key, worker=worker, adapted=cell) for cell in adapted]
 
     def merged(self) -> list[CellFile]:
@@ -453,7 +367,7 @@ class _Reader:
             if documents:
                 files += self.cell_files(entry.name, documents, None, None)
                 continue
-            if not (_has_reports(inside) or has_reports(self.root, entry.name)):
+            if not _has_reports(self.root, entry.name, inside):
                 continue
             if entry.name not in self.cases:
                 raise Refusal("export.unattributed", f"{self.root}/{entry.name} holds test reports but is not named "

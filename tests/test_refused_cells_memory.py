@@ -1,5 +1,5 @@
-"""The cycle collector during export: paused while every input is accepted, back at the first refused one, so
-a worker that uploads many invalid cells cannot make export keep their garbage (collector.py)."""
+"""Refused cells during export: a worker that uploads many invalid cells cannot make export keep their content
+(each refusal is kept as evidence without the frames it was raised in)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 from evidence_support import actions_env, cell, make_selection, small_contract, write_cells, write_contract
 from helpers import run_mode
-from testops_evidence import collector
 from testops_evidence.campaign.cells import Binding, CellFile, admit
 
 CONTRACT = small_contract(cases=3)
@@ -30,32 +29,19 @@ def invalid_cell(key: str, size: int) -> bytes:
     return json.dumps(document).encode()
 
 
-def test_the_collector_is_paused_and_restored() -> None:
-    before = gc.isenabled()
-    assert collector.run_paused(gc.isenabled) is False
-    assert gc.isenabled() is before
-
-
-def test_a_refused_cell_turns_the_collector_back_on() -> None:
+def test_a_refused_cell_is_kept_without_its_frames_or_error_chain() -> None:
     key = CONTRACT.cases[0].key
-
-    def refuse_one() -> tuple[bool, bool]:
-        paused = gc.isenabled()
-        bound = admit([CellFile(f"{key}.json", case=key, data=invalid_cell(key, 10))], binding())
-        rejected = bound[(key, 1)].rejected
-        assert rejected is not None and rejected.refusal.code == "export.cell_invalid"
-        # The refusal kept as evidence holds no frames (they held the parsed cell) and no error chain.
-        assert rejected.refusal.__traceback__ is None and rejected.refusal.__context__ is None
-        return paused, gc.isenabled()
-
-    assert collector.run_paused(refuse_one) == (False, True)
+    bound = admit([CellFile(f"{key}.json", case=key, data=invalid_cell(key, 10))], binding())
+    rejected = bound[(key, 1)].rejected
+    assert rejected is not None and rejected.refusal.code == "export.cell_invalid"
+    # The refusal kept as evidence holds no frames (they held the parsed cell) and no error chain.
+    assert rejected.refusal.__traceback__ is None and rejected.refusal.__context__ is None
 
 
 def test_refused_cells_keep_nothing_of_their_content() -> None:
     """The attack: a worker uploads invalid cells of a megabyte each. Each refusal is kept as evidence; before, it
     kept the frames it was raised in, and with them the cell's parsed document (about its size again, per
-    cell). The refusal alone stays now: once the garbage is collected, what remains is a small part of the
-    input. (The collector itself is back on after the first refusal: the test above.)"""
+    cell). The refusal alone stays: once the garbage is collected, what remains is a small part of the input."""
     key = CONTRACT.cases[0].key
     files = [CellFile(f"{key}/{n}.json", case=key, data=invalid_cell(key, 1_000_000)) for n in range(30)]
     given = sum(len(f.data or b"") for f in files)
@@ -71,7 +57,7 @@ def test_refused_cells_keep_nothing_of_their_content() -> None:
         finally:
             tracemalloc.stop()
 
-    kept, bound = collector.run_paused(refuse_all)
+    kept, bound = refuse_all()
     assert bound[(CONTRACT.cases[0].key, 1)].rejected is not None  # type: ignore[index]
     assert kept < given / 4, f"{kept / 1e6:.1f} MB kept for {given / 1e6:.1f} MB of refused cells"
 
