@@ -43,7 +43,8 @@ RUN_ID = 4242
 FAST = RequestPolicy(backoff_factor=0)
 # Every route of the test server that answers for GitHub's REST API (the storage host's `blob` is not GitHub's).
 REST_ROUTES = {"repo", "run", "run_attempt", "run_artifacts", "workflow_runs", "attempt_jobs", "repo_artifacts",
-               "artifact", "artifact_zip"}
+               "artifact", "artifact_zip", "check_run_create", "check_run_update", "issue_comments",
+               "issue_comment_create", "issue_comment_update"}
 
 
 def refusal(call: Any) -> Refusal:
@@ -207,8 +208,11 @@ def test_every_operation_of_the_description_is_one_the_server_serves(gh: GitHubS
         paths = github_description.description(plan)["paths"]
         concrete = {path.replace("{owner}", "acme").replace("{repo}", "agents").replace("{run_id}", "1")
                     .replace("{attempt_number}", "1").replace("{artifact_id}", "2").replace("{archive_format}", "zip")
-                    .replace("{workflow_id}", "agent-evals.yml"): path for path in paths}
-        assert {_route("GET", path)[0] for path in concrete} == REST_ROUTES, plan
+                    .replace("{workflow_id}", "agent-evals.yml").replace("{issue_number}", "17")
+                    .replace("{check_run_id}", "3").replace("{comment_id}", "4"): path for path in paths}
+        served = {_route(method.upper(), path)[0] for path, template in concrete.items()
+                  for method in paths[template]}
+        assert served == REST_ROUTES, plan
 
 
 def test_the_check_fails_an_answer_unlike_the_description(gh: GitHubServer) -> None:
@@ -241,7 +245,8 @@ def test_the_committed_description_is_the_scripts_cut_with_its_licence_and_sourc
     assert extract.PLANS == github_description.PLANS
     for plan in github_description.PLANS:
         description = github_description.description(plan)
-        assert list(description["paths"]) == list(extract.OPERATIONS)
+        assert list(description["paths"]) == list(dict.fromkeys([*extract.OPERATIONS,
+                                                                  *(path for path, _ in extract.WRITES)]))
         assert (description["info"]["version"], description["info"]["license"]["name"]) == ("23.0.2", "MIT")
         assert description["info"]["x-github-plan"] == plan.split("-")[0]
     readme = (github_description.DATA / "README.md").read_text(encoding="utf-8")

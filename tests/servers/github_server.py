@@ -957,7 +957,7 @@ class _Handler(BaseHTTPRequestHandler):
                    "output": {k: v for k, v in body.get("output", {}).items() if k != "annotations"},
                    "annotations": list(body.get("output", {}).get("annotations", [])), "_repository": full_name}
             owner.check_runs[ident] = run
-            return self._json(201, _public(run))
+            return self._json(201, _render_check_run(run, base))
         if route == "check_run_update":
             run = owner.check_runs.get(int(params["check_run_id"]))
             if run is None or run["_repository"] != full_name:
@@ -969,11 +969,11 @@ class _Handler(BaseHTTPRequestHandler):
             # checks/update: "annotations are appended to the list of annotations that already exist".
             run["annotations"] += list(output.get("annotations", []))
             run["output"].update({k: v for k, v in output.items() if k != "annotations"})
-            return self._json(200, _public(run))
+            return self._json(200, _render_check_run(run, base))
         if route == "issue_comments":
             issue = (full_name, int(params["issue_number"]))
             found = [c for _, c in sorted(owner.comments.items()) if c["_issue"] == issue]
-            return self._comment_page(found, query)
+            return self._comment_page(found, query, base)
         if not isinstance(body.get("body"), str):  # issues/create-comment, issues/update-comment: required body
             return self._invalid("body is required and must be a string")
         if len(body["body"]) > 65536:
@@ -984,19 +984,19 @@ class _Handler(BaseHTTPRequestHandler):
                        "html_url": f"https://github.com/{full_name}/pull/{params['issue_number']}#issuecomment-{ident}",
                        "_issue": (full_name, int(params["issue_number"]))}
             owner.comments[ident] = comment
-            return self._json(201, _public(comment))
+            return self._json(201, _render_comment(comment, base))
         comment = owner.comments.get(int(params["comment_id"]))
         if comment is None or comment["_issue"][0] != full_name:
             return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
         comment["body"] = body["body"]
-        return self._json(200, _public(comment))
+        return self._json(200, _render_comment(comment, base))
 
-    def _comment_page(self, comments: list[dict[str, Any]], query: dict[str, str]) -> int:
+    def _comment_page(self, comments: list[dict[str, Any]], query: dict[str, str], base: str) -> int:
         sliced = self._slice(comments, query)  # issues/list-comments: per_page at most 100
         if sliced is None:
             return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
         chunk, headers = sliced
-        return self._json(200, [_public(c) for c in chunk], headers=headers)
+        return self._json(200, [_render_comment(c, base) for c in chunk], headers=headers)
 
     def _invalid(self, message: str) -> int:
         return self._json(422, {"message": "Validation Failed", "errors": [{"message": message}],
@@ -1162,9 +1162,30 @@ def _bot() -> dict[str, Any]:
     return {**_user(41898282, "github-actions[bot]"), "type": "Bot"}
 
 
-def _public(document: dict[str, Any]) -> dict[str, Any]:
-    """A stored document as served: our bookkeeping keys (``_...``) left out."""
-    return copy.deepcopy({k: v for k, v in document.items() if not k.startswith("_")})
+def _render_check_run(run: dict[str, Any], base: str) -> dict[str, Any]:
+    """A stored check run as GitHub answers it: every field the ``check-run`` schema requires, the annotations
+    counted and linked rather than inlined (as GitHub does)."""
+    url = f"{base}/repos/{run['_repository']}/check-runs/{run['id']}"
+    completed = run["status"] == "completed" or run["conclusion"] is not None
+    return {
+        "id": run["id"], "node_id": f"CR_{run['id']}", "head_sha": run["head_sha"], "name": run["name"], "url": url,
+        "html_url": run["html_url"], "details_url": run["details_url"],
+        "status": "completed" if completed else run["status"], "conclusion": run["conclusion"],
+        "started_at": _TIMESTAMP, "completed_at": _TIMESTAMP if completed else None, "external_id": None,
+        "check_suite": {"id": run["id"] + 1}, "app": None, "pull_requests": [],
+        "output": {"title": run["output"].get("title"), "summary": run["output"].get("summary"),
+                   "text": run["output"].get("text"), "annotations_count": len(run["annotations"]),
+                   "annotations_url": f"{url}/annotations"},
+    }
+
+
+def _render_comment(comment: dict[str, Any], base: str) -> dict[str, Any]:
+    """A stored comment as GitHub answers it: every field the ``issue-comment`` schema requires."""
+    repository, number = comment["_issue"]
+    return {"id": comment["id"], "node_id": f"IC_{comment['id']}", "body": comment["body"], "user": comment["user"],
+            "html_url": comment["html_url"], "issue_url": f"{base}/repos/{repository}/issues/{number}",
+            "url": f"{base}/repos/{repository}/issues/comments/{comment['id']}",
+            "created_at": _TIMESTAMP, "updated_at": _TIMESTAMP, "author_association": "NONE"}
 
 
 def _json_bytes(value: Any) -> bytes:
