@@ -22,6 +22,7 @@ import requests
 
 from servers import github_description
 from servers.github_server import REMOVE, Answer, GitHubServer
+from testops_evidence import github_checks
 from testops_evidence.contract import Trust
 from testops_evidence.errors import Refusal
 from testops_evidence.github_run import (
@@ -175,6 +176,13 @@ def test_every_route_of_the_test_server_answers_as_the_description_says(gh: GitH
     assert [job.name for job in list_attempt_jobs(api, TOKEN, REPO, RUN_ID, 2)] == ["worker (a)", "worker (b)"]
     expired = next(a for a in artifacts if a.expired)
     assert refusal(lambda: download_artifact(api, TOKEN, expired, max_bytes=1 << 20)).code == "github.http_410"
+    # verify's writes: a check run past 50 annotations (a POST and a PATCH) and a sticky comment (listed, posted,
+    # then found and updated).
+    annotation = {"path": "c.yml", "start_line": 1, "end_line": 1, "annotation_level": "failure", "message": "m"}
+    github_checks.create_check_run(api, TOKEN, REPO, SHA, title="t", summary="s", conclusion="failure",
+                                   annotations=[annotation] * 51)
+    for _ in range(2):
+        github_checks.upsert_pr_comment(api, TOKEN, REPO, 17, body="b", tag=github_checks.marker("c"))
 
     # The routes the project reaches only in other flows, and the answers GitHub gives to wrong requests.
     session = requests.Session()
