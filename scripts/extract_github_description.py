@@ -8,7 +8,7 @@ touch the network, so the parts they need are committed. Run it on the unpacked 
     python scripts/extract_github_description.py package
 
 For each plan (api.github.com, and the oldest GitHub Enterprise Server the package carries) it keeps the GET
-operations of ``OPERATIONS`` with their parameters and responses, and every component they reach by ``$ref``
+operations of ``OPERATIONS`` and the writes of ``WRITES`` with their parameters, request bodies and responses, and every component they reach by ``$ref``
 (``basic-error`` too: the shape of an answer a route does not document). Examples and descriptions of
 operations are dropped (they are most of the size and no validator reads them); schemas are kept whole.
 """
@@ -35,6 +35,15 @@ OPERATIONS = (
     "/repos/{owner}/{repo}/actions/artifacts",
     "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}",
     "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/{archive_format}",
+    "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+)
+# The writes of verify's check run and pull-request comment (src/testops_evidence/github_checks.py): their
+# request bodies are kept too, so the server's answers and the bodies it accepts are judged by the same text.
+WRITES = (
+    ("/repos/{owner}/{repo}/check-runs", "post"),
+    ("/repos/{owner}/{repo}/check-runs/{check_run_id}", "patch"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/issues/comments/{comment_id}", "patch"),
 )
 _DROP = {"examples", "example", "x-github", "x-octokit", "externalDocs", "summary"}
 
@@ -65,10 +74,10 @@ def _refs(node: Any) -> set[str]:
 
 def extract(description: dict[str, Any]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    for path in OPERATIONS:
-        operation = description["paths"][path]["get"]
-        kept = {k: operation[k] for k in ("operationId", "parameters", "responses") if k in operation}
-        paths[path] = {"get": _strip(kept)}
+    for path, method in (*((path, "get") for path in OPERATIONS), *WRITES):
+        operation = description["paths"][path][method]
+        kept = {k: operation[k] for k in ("operationId", "parameters", "requestBody", "responses") if k in operation}
+        paths.setdefault(path, {})[method] = _strip(kept)
     components: dict[str, dict[str, Any]] = {}
     pending = _refs(paths) | {"#/components/schemas/basic-error"}
     done: set[str] = set()

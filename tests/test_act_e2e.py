@@ -358,6 +358,16 @@ def summaries_of(result: ActRun, key: str) -> str:
     return "\n".join(result.summaries.get(key, []))
 
 
+def _visible_lines(text: str) -> int:
+    """The non-empty lines a reader sees before unfolding anything (outside <details>)."""
+    seen, depth = 0, 0
+    for line in text.splitlines():
+        depth += line.startswith("<details>")
+        seen += depth == 0 and bool(line.strip())
+        depth -= line.startswith("</details>")
+    return seen
+
+
 def read_json_log(stdout: str) -> tuple[str, dict[str, list[str]]]:
     """act's ``--json`` log: readable text (for failure messages) and the step summaries by job and mode."""
     lines: list[str] = []
@@ -373,9 +383,10 @@ def read_json_log(stdout: str) -> tuple[str, dict[str, list[str]]]:
             # act reports a composite action's summary twice: for the inner step (stepID [n, m]) and
             # again for the composite step itself (stepID [n]); the latter is what GitHub shows.
             content = str(record.get("content", ""))
-            mode = re.search(r"^(?:## testops-evidence · `([a-z-]+)`|### ⛔ `([a-z-]+)` refused)", content,
-                             flags=re.MULTILINE)
-            key = f"{record.get('jobID')}-{(mode.group(1) or mode.group(2)) if mode else 'other'}"
+            # A phase's heading, a one-line step's bold lead (PhaseResult.brief) or a refusal's heading.
+            mode = re.search(r"^(?:## testops-evidence · `([a-z-]+)`|\*\*testops-evidence · `([a-z-]+)`\*\*"
+                             r"|### ⛔ `([a-z-]+)` refused)", content, flags=re.MULTILINE)
+            key = f"{record.get('jobID')}-{next(g for g in mode.groups() if g) if mode else 'other'}"
             summaries.setdefault(key, []).append(content)
     return "\n".join(lines), summaries
 
@@ -459,6 +470,16 @@ def test_campaign_runs_end_to_end_on_the_files_backend(act_binary: Path, tmp_pat
     for job_mode in ("export-export", "publish-upload", "publish-verify"):
         assert "| contract | compiled by select, bound by digest |" in summaries[job_mode][0], job_mode
     assert "budget-stop" in summaries["export-export"][0]
+    # The verdict first (issue 27): the campaign summary of the publish job's verify is the one block with a
+    # heading (on main: 13 blocks for this campaign); every other step is one line, its tables in <details>.
+    texts = [text for texts in summaries.values() for text in texts]
+    assert sum(text.count("## testops-evidence") for text in texts) == 1
+    verdict = [line for line in summaries["publish-verify"][0].splitlines() if line.strip()][:4]
+    assert re.fullmatch(r"### ❌ \S+: \d+ of \d+ passed, .*", verdict[2]), verdict
+    assert verdict[3].startswith("**Pass rate "), verdict
+    print(f"\nsummary blocks: {len(texts)} step summaries, {sum(t.count('## testops-evidence') for t in texts)} "
+          f"headings, {sum(len(t.splitlines()) for t in texts)} lines, "
+          f"{sum(_visible_lines(t) for t in texts)} visible outside <details>")
     every = "\n".join(text for texts in summaries.values() for text in texts)
     assert SENTINEL_TOKEN not in every
     for path in result.artifacts.rglob("*"):

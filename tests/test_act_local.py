@@ -113,8 +113,9 @@ def test_the_documented_local_path_runs_the_campaign_in_a_fresh_repository(act_b
     artifacts = repo / ".act-artifacts"
     publication = artifacts / "testops-evidence-report-first-campaign-1-1"
     assert sorted(p.name for p in publication.iterdir()) == [
-        "allure-report", "allure-results", "allure-results-receipt.json", "history.jsonl",
+        "allure-report", "allure-results", "allure-results-receipt.json", "badge.svg", "history.jsonl",
         "publication.intoto.json", "publication.predicate.json", "testops-evidence-tree.json"]
+    assert "1/2 passed, 1 failed" in (publication / "badge.svg").read_text()
     receipt = json.loads((publication / "allure-results-receipt.json").read_text())
     assert receipt["counts"] == {"total": 2, "passed": 1, "failed": 1, "broken": 0}
     # The statement verify wrote travels with what it attests, and re-checks against the artifact alone, with the

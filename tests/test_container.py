@@ -238,7 +238,7 @@ def test_the_image_runs_a_files_campaign_as_the_runner_runs_it(runner: Runner) -
 
     # Every step wrote a summary; none holds the token; the REST server saw the token on every request.
     for step in (guard, select, verified, export, upload, verify):
-        assert step.summary.startswith("## testops-evidence"), step.summary[:200]
+        assert step.summary.startswith(("## testops-evidence", "**testops-evidence · ")), step.summary[:200]
         assert TOKEN not in step.summary and TOKEN not in json.dumps(step.outputs)
     assert all(record.authorization for record in runner.github.requests_to("run"))
 

@@ -22,6 +22,7 @@ import requests
 
 from servers import github_description
 from servers.github_server import REMOVE, Answer, GitHubServer
+from testops_evidence import github_checks
 from testops_evidence.contract import Trust
 from testops_evidence.errors import Refusal
 from testops_evidence.github_run import (
@@ -43,7 +44,8 @@ RUN_ID = 4242
 FAST = RequestPolicy(backoff_factor=0)
 # Every route of the test server that answers for GitHub's REST API (the storage host's `blob` is not GitHub's).
 REST_ROUTES = {"repo", "run", "run_attempt", "run_artifacts", "workflow_runs", "attempt_jobs", "repo_artifacts",
-               "artifact", "artifact_zip"}
+               "artifact", "artifact_zip", "check_run_create", "check_run_update", "issue_comments",
+               "issue_comment_create", "issue_comment_update"}
 
 
 def refusal(call: Any) -> Refusal:
@@ -174,6 +176,13 @@ def test_every_route_of_the_test_server_answers_as_the_description_says(gh: GitH
     assert [job.name for job in list_attempt_jobs(api, TOKEN, REPO, RUN_ID, 2)] == ["worker (a)", "worker (b)"]
     expired = next(a for a in artifacts if a.expired)
     assert refusal(lambda: download_artifact(api, TOKEN, expired, max_bytes=1 << 20)).code == "github.http_410"
+    # verify's writes: a check run past 50 annotations (a POST and a PATCH) and a sticky comment (listed, posted,
+    # then found and updated).
+    annotation = {"path": "c.yml", "start_line": 1, "end_line": 1, "annotation_level": "failure", "message": "m"}
+    github_checks.create_check_run(api, TOKEN, REPO, SHA, title="t", summary="s", conclusion="failure",
+                                   annotations=[annotation] * 51)
+    for _ in range(2):
+        github_checks.upsert_pr_comment(api, TOKEN, REPO, 17, body="b", tag=github_checks.marker("c"))
 
     # The routes the project reaches only in other flows, and the answers GitHub gives to wrong requests.
     session = requests.Session()
@@ -207,8 +216,11 @@ def test_every_operation_of_the_description_is_one_the_server_serves(gh: GitHubS
         paths = github_description.description(plan)["paths"]
         concrete = {path.replace("{owner}", "acme").replace("{repo}", "agents").replace("{run_id}", "1")
                     .replace("{attempt_number}", "1").replace("{artifact_id}", "2").replace("{archive_format}", "zip")
-                    .replace("{workflow_id}", "agent-evals.yml"): path for path in paths}
-        assert {_route("GET", path)[0] for path in concrete} == REST_ROUTES, plan
+                    .replace("{workflow_id}", "agent-evals.yml").replace("{issue_number}", "17")
+                    .replace("{check_run_id}", "3").replace("{comment_id}", "4"): path for path in paths}
+        served = {_route(method.upper(), path)[0] for path, template in concrete.items()
+                  for method in paths[template]}
+        assert served == REST_ROUTES, plan
 
 
 def test_the_check_fails_an_answer_unlike_the_description(gh: GitHubServer) -> None:
@@ -241,7 +253,8 @@ def test_the_committed_description_is_the_scripts_cut_with_its_licence_and_sourc
     assert extract.PLANS == github_description.PLANS
     for plan in github_description.PLANS:
         description = github_description.description(plan)
-        assert list(description["paths"]) == list(extract.OPERATIONS)
+        assert list(description["paths"]) == list(dict.fromkeys([*extract.OPERATIONS,
+                                                                  *(path for path, _ in extract.WRITES)]))
         assert (description["info"]["version"], description["info"]["license"]["name"]) == ("23.0.2", "MIT")
         assert description["info"]["x-github-plan"] == plan.split("-")[0]
     readme = (github_description.DATA / "README.md").read_text(encoding="utf-8")

@@ -83,7 +83,10 @@ def test_the_site_keeps_the_newest_reports_with_indexes_and_history(tmp_path: Pa
                                             "/index.html")
     campaign = site_dir / "agent-protocol"
     assert sorted(p.name for p in campaign.iterdir()) == sorted(
-        [f"{RUN_ID + 1}-1", f"{RUN_ID + 2}-1", "history.jsonl", "index.html", "reports.json"])
+        [f"{RUN_ID + 1}-1", f"{RUN_ID + 2}-1", "badge.svg", "history.jsonl", "index.html", "reports.json"])
+    # The campaign's badge is the newest run's, drawn as upload drew the publication's; each run keeps its own.
+    assert (campaign / "badge.svg").read_bytes() == (runs[2][0] / "badge.svg").read_bytes()
+    assert (campaign / f"{RUN_ID + 2}-1" / "badge.svg").read_bytes() == (runs[2][0] / "badge.svg").read_bytes()
     assert json.loads(run.outputs["pages-removed"]) == [f"{RUN_ID}-1"] and run.outputs["pages-kept"] == "2"
     index = json.loads((campaign / "reports.json").read_text())
     assert [r["run-id"] for r in index["reports"]] == [RUN_ID + 2, RUN_ID + 1]  # newest first
@@ -214,7 +217,7 @@ def test_the_template_fetches_and_pushes_a_pages_branch_whose_size_stays_bounded
     listing = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "--name-only", "gh-pages",
                               "agent-protocol/"], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(listing) == sorted(f"agent-protocol/{name}" for name in (
-        f"{RUN_ID + 1}-1", f"{RUN_ID + 2}-1", "history.jsonl", "index.html", "reports.json"))
+        f"{RUN_ID + 1}-1", f"{RUN_ID + 2}-1", "badge.svg", "history.jsonl", "index.html", "reports.json"))
     commits = subprocess.run(["git", "--git-dir", str(remote), "rev-list", "--count", "gh-pages"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert commits == ("1" if history == "squash" else "3")

@@ -75,6 +75,23 @@ def test_the_rehearsal_runs_the_whole_campaign_and_exits_zero(tmp_path: Path) ->
     executor = json.loads((published / "executor.json").read_text())
     assert "buildUrl" not in executor and "url" not in executor and "(local run)" in executor["buildName"]
     assert "github.com" not in "".join(p.read_text() for p in (run_dir / "summaries").rglob("*.md"))
+    # The verdict first (issue 27): verify's campaign summary is the one block with a heading; every other
+    # step, the cells included, is one line with its tables folded into <details>. Before: 14 blocks.
+    texts = [p.read_text() for p in sorted((run_dir / "summaries").rglob("*.md"))]
+    assert sum(text.count("## testops-evidence") for text in texts) == 1
+    assert all(text.startswith("**testops-evidence · ") and "<details>" in text
+               for path, text in zip(sorted((run_dir / "summaries").rglob("*.md")), texts, strict=True)
+               if path.name != "05-verify.md")
+    first = [line for line in (run_dir / "summaries" / "05-verify.md").read_text().splitlines() if line.strip()][:4]
+    assert "(9 passed, 1 failed, 2 broken)" in first[1]
+    assert first[2] == "### ❌ agent-protocol: 9 of 12 passed, 1 failed, 2 broken"
+    assert first[3].startswith("**Pass rate 90.0% (95% interval 70.4%–100.0%, 10 cases)**")
+    # The rehearsal's own table of steps shows each step's headline, never the <details> of a one-line step.
+    from testops_evidence.phases.rehearse import _headline_of
+
+    shown = [_headline_of((run_dir / "summaries" / name).read_text()) for name in summaries]
+    assert [line[:1] for line in shown] == ["🧪", "✅", "❌", "✅", "❌"], shown
+    assert shown[2].startswith("❌ Exported 12 results") and "<details>" not in "".join(shown)
     assert "behaved as designed" in run.log and "9 passed" in run.log
     if ALLURE.exists():
         stats = json.loads((run_dir / "state" / "published" / "allure-report" / "summary.json").read_text())["stats"]

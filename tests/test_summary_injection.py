@@ -40,10 +40,13 @@ def rendered(markdown: str) -> Elements:
 def assert_inert(markdown: str) -> None:
     parsed = rendered(markdown)
     tags = [tag for tag, _ in parsed.starts]
-    assert not {"img", "details", "script", "h1", "del", "ul"} & set(tags), markdown
+    assert not {"img", "script", "h1", "del", "ul"} & set(tags), markdown
     hrefs = [str(attrs.get("href")) for tag, attrs in parsed.starts if tag == "a"]
     assert not [href for href in hrefs if "evil.example" in href], (hrefs, markdown)
-    assert "details" not in parsed.ends
+    # Only the <details> the phase folds its own tables into (PhaseResult.brief, the campaign summary): each
+    # opened once and closed once, none opened or closed by the payload.
+    own = markdown.count("<details><summary>")
+    assert tags.count("details") == own and parsed.ends.count("details") == own, markdown
 
 
 def test_a_harness_message_and_a_contract_title_stay_text_in_the_export_summary(tmp_path: Path) -> None:
@@ -109,3 +112,14 @@ def test_a_refused_archive_entry_stays_text_in_the_import_summary(tmp_path: Path
     assert run.outputs["error-code"] in ("import.document", "import.unsafe_archive"), run.summary
     assert "evil.example" in run.summary
     assert_inert(run.summary)
+
+
+def test_a_contract_title_stays_text_in_the_campaign_summary() -> None:
+    from testops_evidence.summaries import campaign
+
+    receipt = {"campaign": "agent-protocol", "counts": {"total": 1, "passed": 0, "failed": 1, "broken": 0},
+               "results": [{"key": "budget-stop", "title": PAYLOAD, "status": "failed", "reason": "behavior_failure"}],
+               "statistics": {"pass-rate": None}}
+    text = campaign.render(receipt, campaign.Links(report=PAYLOAD, run="https://evil.example/run"),
+                           details="| a | b |\n|---|---|\n| 1 | 2 |")
+    assert_inert(text.replace("https://evil.example/run", "https://github.com/acme/agents/actions/runs/1"))

@@ -71,7 +71,11 @@ def test_upload_then_verify_on_the_files_backend(tmp_path: Path, exported: dict[
     # The manifest lists every other file of the publication with its digest (pages checks the artifact by it).
     tree = json.loads((destination.parent / "testops-evidence-tree.json").read_text())
     assert sorted(tree["files"]) == ["allure-results-receipt.json", *sorted(
-        f"allure-results/{p.name}" for p in destination.iterdir())]
+        f"allure-results/{p.name}" for p in destination.iterdir()), "badge.svg"]
+    # The status badge (issue 27): the counts, red for a failed case, drawn from the receipt.
+    svg = (destination.parent / "badge.svg").read_text()
+    assert "1/3 passed, 1 failed, 1 broken" in svg and 'fill="#c62828"' in svg
+    assert tree["files"]["badge.svg"] == hashlib.sha256(svg.encode()).hexdigest()
     assert sorted(p.name for p in destination.iterdir()) == sorted(p.name for p in (tmp_path / "allure-results")
                                                                    .iterdir())
     assert (destination.parent / "allure-results-receipt.json").read_bytes() == \
@@ -343,8 +347,8 @@ def test_the_publication_carries_an_allure_report_whose_statistics_equal_the_rec
     assert upload.exit_code == 0, upload.summary + upload.log
     publication = tmp_path / "state" / "published"
     assert sorted(p.name for p in publication.iterdir()) == ["allure-report", "allure-results",
-                                                             "allure-results-receipt.json", "history.jsonl",
-                                                             "testops-evidence-tree.json"]
+                                                             "allure-results-receipt.json", "badge.svg",
+                                                             "history.jsonl", "testops-evidence-tree.json"]
     assert upload.outputs["report-built"] == "true"
     assert upload.outputs["launch-url"] == (publication / "allure-report" / "index.html").as_uri()
     receipt = json.loads((publication / "allure-results-receipt.json").read_text())

@@ -68,6 +68,17 @@ def test_template_is_reusable_and_least_privilege(name: str) -> None:
             assert permissions == {"id-token": "write", "attestations": "write"}
             assert job["if"].startswith("${{ inputs.attest && !inputs.local && ")
             continue
+        if (name, job_id) == ("campaign.yml", "publish"):
+            # verify's check run and pull-request comment (check-run, pr-comment): GitHub's own objects, never
+            # the repository's contents; verify writes them only when its input asks.
+            assert permissions == {"contents": "read", "actions": "read", "checks": "write",
+                                   "pull-requests": "write"}
+            verify = next(s for s in our_steps(job) if s["with"]["mode"] == "verify")
+            assert (verify["with"]["check-run"], verify["with"]["pr-comment"]) == (
+                "${{ inputs.check-run }}", "${{ inputs.pr-comment }}")
+            assert workflow["on"]["workflow_call"]["inputs"]["check-run"]["default"] is False
+            assert workflow["on"]["workflow_call"]["inputs"]["pr-comment"]["default"] is False
+            permissions = {k: v for k, v in permissions.items() if k not in ("checks", "pull-requests")}
         assert set(permissions.values()) <= {"read"}, f"{job_id}: writes {permissions}"
         assert set(permissions) <= {"contents", "actions"}, f"{job_id}: {sorted(permissions)}"
         group = job.get("concurrency", {}).get("group", "")
@@ -673,3 +684,30 @@ def test_the_coordinator_jobs_record_the_uploads_later_runs_bind() -> None:
     # No other job is named so that recorded_uploads would read its record.
     for name in (PUBLISH_JOB, EXPORT_JOB):
         assert [job_id for job_id, job in jobs.items() if str(job.get("name", job_id)).endswith(name)] == [name]
+
+
+def test_every_documented_caller_grants_what_the_campaign_templates_jobs_ask_for() -> None:
+    """GitHub checks every job of a reusable workflow against the calling job's grant when the run starts, also
+    the jobs whose `if:` is false: a caller that grants less than any job lists does not start at all. So each
+    caller the docs show grants at least the union of the campaign template's job permissions."""
+    asked: dict[str, str] = {}
+    for job in load("campaign.yml")["jobs"].values():
+        for scope, level in job["permissions"].items():
+            asked[scope] = "write" if "write" in (level, asked.get(scope)) else "read"
+    fence = re.compile(r"```yaml\n(.*?)```", re.S)
+    callers = []
+    adopter = ROOT / "examples" / "adopter" / ".github" / "workflows" / "agent-evals.yml"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "workflows.md", ROOT / "docs" / "local.md", adopter):
+        text = doc.read_text(encoding="utf-8")
+        for block in [text] if doc.suffix == ".yml" else fence.findall(text):
+            if "testops-evidence-campaign.yml" not in block or "jobs:" not in block:
+                continue
+            workflow = YAML(typ="safe").load(block)
+            for job in workflow["jobs"].values():
+                if str(job.get("uses", "")).endswith("testops-evidence-campaign.yml"):
+                    callers.append((doc.name, job.get("permissions", workflow.get("permissions"))))
+    assert len(callers) >= 4, callers
+    for doc, granted in callers:
+        missing = {scope: level for scope, level in asked.items()
+                   if not isinstance(granted, dict) or granted.get(scope) not in ({level, "write"})}
+        assert missing == {}, (doc, granted)

@@ -693,5 +693,16 @@ REGISTRY: dict[str, CodeSpec] = dict(
               "`run_attempt`); nothing was published, so re-run once it does.",
               cause="An older GHES or a proxy that leaves out `run_attempt`: GitHub's description does not require "
                     "it, but every receipt, artifact binding and the first-only trust rule are bound to the attempt."),
+        # The campaign's result where GitHub users look (verify: check-run, pr-comment; github_checks.py).
+        _spec("github.check_run_denied", _R, "GitHub refused the check run (403 or 404): the token lacks `checks: write`",
+              "Grant `checks: write` to the job that runs verify (the campaign template's publish job; and to the "
+              "calling job of a reusable workflow), or set `check-run: false`.",
+              cause="`check-run: true` with a token whose permissions do not include `checks: write`."),
+        _spec("github.pr_comment_denied", _R, "GitHub refused the pull-request comment (403 or 404): the token "
+              "lacks `pull-requests: write`",
+              "Grant `pull-requests: write` to the job that runs verify (and to the calling job of a reusable "
+              "workflow), or set `pr-comment: false`. A pull request from a fork gets a read-only token: no comment "
+              "can be written from its run.",
+              cause="`pr-comment: true` with a read-only token, e.g. a `pull_request` run from a fork."),
     ]
 )

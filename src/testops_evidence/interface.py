@@ -170,6 +170,12 @@ INPUTS: tuple[InputSpec, ...] = (
               "Actions): the ledger is re-hashed against it.", "", ("verify-stream",)),
     InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
               "check its job run).", "page", ("verify",)),
+    InputSpec("check-run", "verify: also report the campaign summary as a check run on the tested commit, with one "
+              "annotation per case that did not pass (needs `checks: write` and `github-token`).", "false",
+              ("verify",), kind="bool"),
+    InputSpec("pr-comment", "verify: when the run is for a pull request, keep one comment on it with the campaign "
+              "summary, updated by every later run (needs `pull-requests: write` and `github-token`).", "false",
+              ("verify",), kind="bool"),
     # --- pages
     InputSpec("pages-dir", "pages: the checked-out GitHub Pages branch the report is written into.", "",
               ("pages",), kind="path"),

@@ -36,12 +36,17 @@ def _new_uuid() -> str:
 
 @dataclass
 class PhaseResult:
-    """What a phase returns: the headline sentence, outputs, the summary body and the exit code."""
+    """What a phase returns: the headline sentence, outputs, the summary body and the exit code.
+
+    ``brief``: the step summary is one line (the headline) with the body folded into ``<details>`` — for the
+    steps a campaign repeats or that only confirm a binding (workers, upload), so the run page leads with the
+    campaign's verdict rather than with their digests."""
 
     headline: str
     outputs: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     exit_code: int = EXIT_OK
+    brief: bool = False
 
 
 class PhaseContext:
@@ -267,8 +272,12 @@ def run_phase(
             runtime.set_output(name, value)
     except Refusal as refusal:
         return report_refusal(mode, refusal, runtime, kept)
-    runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
-                    + result.summary)
+    if result.brief:
+        runtime.summary(summary.render("brief", mode=summary.code(mode), headline=summary.Markdown(result.headline),
+                                       details=summary.Markdown(result.summary.strip())))
+    else:
+        runtime.summary(summary.render("phase", mode=summary.code(mode), headline=summary.Markdown(result.headline))
+                        + result.summary)
     keep_summary(kept, mode, runtime)
     exit_code = result.exit_code
     if exit_code == EXIT_CASES_FAILED and not _fail_on_failed(settings):

@@ -69,14 +69,14 @@ def _error_validator(plan: str) -> Any:
     return OAS30Validator({"$ref": "urn:github-rest#/components/schemas/basic-error"}, registry=registry)
 
 
-def _documented(plan: str, path: str, status: int) -> bool | None:
-    """Whether the operation at ``path`` lists ``status``; None when no operation of the cut matches."""
+def _documented(plan: str, method: str, path: str, status: int) -> bool | None:
+    """Whether the operation ``method`` ``path`` lists ``status``; None when no operation of the cut matches."""
     from openapi_core.templating.paths.exceptions import PathError
     from openapi_core.templating.paths.finders import APICallPathFinder
 
     spec = _openapi(plan).spec
     try:
-        found = APICallPathFinder(spec).find("get", f"http://127.0.0.1{path}")
+        found = APICallPathFinder(spec).find(method.lower(), f"http://127.0.0.1{path}")
     except PathError:  # no operation of the cut
         return None
     responses = found.operation / "responses"
@@ -93,7 +93,7 @@ def violations(answer: Answer, plan: str = "api.github.com") -> list[str]:
     path, _, query = answer.path.partition("?")
     if path == GHES_PREFIX or path.startswith(GHES_PREFIX + "/"):
         path = path[len(GHES_PREFIX):] or "/"
-    documented = _documented(plan, path, answer.status) if answer.method == "GET" else None
+    documented = _documented(plan, answer.method, path, answer.status)
     if not documented:
         if answer.status < 400:
             return [f"{answer.method} {path} answered {answer.status}, which the description does not document"]
@@ -104,7 +104,7 @@ def violations(answer: Answer, plan: str = "api.github.com") -> list[str]:
         return [f"{answer.method} {path} {answer.status}: {error.json_path}: {error.message}"
                 for error in _error_validator(plan).iter_errors(body)]
     args = {k: v for k, v in (part.partition("=")[::2] for part in query.split("&") if part)}
-    request = MockRequest("http://127.0.0.1", "get", path, args=args)
+    request = MockRequest("http://127.0.0.1", answer.method.lower(), path, args=args)
     response = MockResponse(answer.body, status_code=answer.status, headers=dict(answer.headers),
                             content_type=answer.content_type.split(";")[0].strip())
     try:
@@ -113,7 +113,7 @@ def violations(answer: Answer, plan: str = "api.github.com") -> list[str]:
         cause = exc.__cause__
         details = getattr(cause, "schema_errors", None) or ()
         found = [f"{error.json_path}: {error.message}" for error in details] or [str(exc)]
-        return [f"GET {path} {answer.status}: {line}" for line in found]
+        return [f"{answer.method} {path} {answer.status}: {line}" for line in found]
     return []
 
 

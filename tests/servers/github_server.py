@@ -17,6 +17,17 @@ Routes (the name in brackets is the fault-injection key)::
     GET /repos/{o}/{r}/actions/artifacts/{id}            [artifact]
     GET /repos/{o}/{r}/actions/artifacts/{id}/zip        [artifact_zip]    302 -> blob host path
     GET /_blob/{id}?sig=...                              [blob]            403 if Authorization present
+    POST /repos/{o}/{r}/check-runs                       [check_run_create]
+    PATCH /repos/{o}/{r}/check-runs/{id}                 [check_run_update]
+    GET /repos/{o}/{r}/issues/{n}/comments               [issue_comments]  per_page, page
+    POST /repos/{o}/{r}/issues/{n}/comments              [issue_comment_create]
+    PATCH /repos/{o}/{r}/issues/comments/{id}            [issue_comment_update]
+
+The write routes check a request body as GitHub's REST description requires it (``@octokit/openapi``
+23.0.2, ``generated/api.github.com.json``: operations ``checks/create``, ``checks/update``,
+``issues/list-comments``, ``issues/create-comment``, ``issues/update-comment``), answering 422 with GitHub's
+"Validation Failed" shape otherwise, and the token's permissions (``permissions``: a set such as
+``{"checks: write"}``) as GITHUB_TOKEN does: 403 "Resource not accessible by integration" without them.
 
 The blob route stands in for the storage host GitHub redirects to: like the real one it refuses a
 request that carries an ``Authorization`` header, which is how the tests prove the token is not
@@ -195,6 +206,10 @@ class GitHubServer:
         # timeout test) builds its links from it after the server was stopped.
         self._port: int | None = None
         self._stopping = threading.Event()  # ends a drip still going when the server stops
+        # What the token may write (GITHUB_TOKEN's `permissions:`); the write routes answer 403 without it.
+        self.permissions: set[str] = {"checks: write", "pull-requests: write"}
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.comments: dict[int, dict[str, Any]] = {}  # comment id -> {"issue": (repo, number), ...document}
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> GitHubServer:
@@ -542,6 +557,20 @@ class GitHubServer:
         with self._lock:
             self._faults.clear()
 
+    def add_comment(self, repository: str, number: int, body: str, *, login: str = "octocat",
+                    bot: bool = False) -> dict[str, Any]:
+        """A comment on pull request ``number`` of ``repository`` (added if unknown), by a person or a bot."""
+        if repository.lower() not in self._repos:
+            self.add_repo(repository)
+        with self._lock:
+            ident = self._new_id()
+            full_name = self._repos[repository.lower()]["full_name"]
+            user = _bot() if bot else _user(self._new_id(), login)
+            comment = {"id": ident, "body": body, "user": user, "_issue": (full_name, number),
+                       "html_url": f"https://github.com/{full_name}/pull/{number}#issuecomment-{ident}"}
+            self.comments[ident] = comment
+        return comment
+
     def requests_to(self, route: str) -> list[RequestRecord]:
         with self._lock:
             return [r for r in self.log if r.route == route]
@@ -680,11 +709,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
     # --- plumbing ---------------------------------------------------------------------------------------
     def _dispatch(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        self._body = self.rfile.read(length) if length else b""
         parts = urlsplit(self.path)
         path = parts.path
         prefix = ""
@@ -791,6 +822,8 @@ class _Handler(BaseHTTPRequestHandler):
             if route == "repo_artifacts":
                 items = [a for a in owner._artifacts.values() if a.repository.lower() == repo["full_name"].lower()]
                 return self._page(items, query, base)
+            if route in _WRITE_ROUTES:
+                return self._write(route, params, repo, query, base)
             for run_id in list(owner._stores):
                 owner._sync_store(run_id)
             art = owner._artifacts.get(int(params["artifact_id"]))
@@ -868,21 +901,106 @@ class _Handler(BaseHTTPRequestHandler):
             links = [f'<{self.owner.next_page_link}>; rel="next"']
         return self._json(200, body, headers={"Link": ", ".join(links)} if links else None)
 
-    def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
+    def _slice(self, items: list[dict[str, Any]], query: dict[str, str],
+               ) -> tuple[list[dict[str, Any]], dict[str, str] | None] | None:
+        """One page of ``items`` (``per_page`` at most 100, ``page``) and its ``Link`` to the next; None for a
+        query that is not a number (GitHub: 422)."""
         try:
             per_page = max(1, min(100, int(query.get("per_page", "30"))))
             page = max(1, int(query.get("page", "1")))
         except ValueError:
-            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
-        chunk = jobs[(page - 1) * per_page: page * per_page]
-        last = max(1, -(-len(jobs) // per_page))
+            return None
+        chunk = items[(page - 1) * per_page: page * per_page]
+        last = max(1, -(-len(items) // per_page))
         headers = None
         if page < last:
             here = urlsplit(self.path).path
             headers = {"Link": f'<{self.owner.url}{here}?per_page={per_page}&page={page + 1}>; rel="next"'}
         if self.owner.next_page_link is not None:
             headers = {"Link": f'<{self.owner.next_page_link}>; rel="next"'}
+        return chunk, headers
+
+    def _job_page(self, jobs: list[dict[str, Any]], query: dict[str, str]) -> int:
+        sliced = self._slice(jobs, query)
+        if sliced is None:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        chunk, headers = sliced
         return self._json(200, {"total_count": len(jobs), "jobs": copy.deepcopy(chunk)}, headers=headers)
+
+    # --- check runs and issue comments (the caller holds the lock) -------------------------------------------
+    def _write(self, route: str, params: dict[str, str], repo: dict[str, Any], query: dict[str, str],
+               base: str) -> int:
+        owner = self.owner
+        full_name = repo["full_name"]
+        needed = "checks: write" if route.startswith("check_run") else "pull-requests: write"
+        if route != "issue_comments" and needed not in owner.permissions:
+            # GITHUB_TOKEN without the permission: GitHub's answer to an integration token.
+            return self._json(403, {"message": "Resource not accessible by integration", "documentation_url": _DOCS,
+                                    "status": "403"})
+        body: Any = None
+        if route != "issue_comments":
+            try:
+                body = json.loads(self._body or b"null")
+            except ValueError:
+                return self._json(400, {"message": "Problems parsing JSON", "documentation_url": _DOCS})
+            if not isinstance(body, dict):
+                return self._invalid("the body must be an object")
+        if route == "check_run_create":
+            problem = _check_run_problem(body, create=True)
+            if problem:
+                return self._invalid(problem)
+            ident = owner._new_id()
+            run = {"id": ident, "name": body["name"], "head_sha": body["head_sha"],
+                   "status": body.get("status", "queued"), "conclusion": body.get("conclusion"),
+                   "details_url": body.get("details_url"),
+                   "html_url": f"https://github.com/{full_name}/runs/{ident}",
+                   "output": {k: v for k, v in body.get("output", {}).items() if k != "annotations"},
+                   "annotations": list(body.get("output", {}).get("annotations", [])), "_repository": full_name}
+            owner.check_runs[ident] = run
+            return self._json(201, _render_check_run(run, base))
+        if route == "check_run_update":
+            run = owner.check_runs.get(int(params["check_run_id"]))
+            if run is None or run["_repository"] != full_name:
+                return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+            problem = _check_run_problem(body, create=False)
+            if problem:
+                return self._invalid(problem)
+            output = body.get("output") or {}
+            # checks/update: "annotations are appended to the list of annotations that already exist".
+            run["annotations"] += list(output.get("annotations", []))
+            run["output"].update({k: v for k, v in output.items() if k != "annotations"})
+            return self._json(200, _render_check_run(run, base))
+        if route == "issue_comments":
+            issue = (full_name, int(params["issue_number"]))
+            found = [c for _, c in sorted(owner.comments.items()) if c["_issue"] == issue]
+            return self._comment_page(found, query, base)
+        if not isinstance(body.get("body"), str):  # issues/create-comment, issues/update-comment: required body
+            return self._invalid("body is required and must be a string")
+        if len(body["body"]) > 65536:
+            return self._invalid("Body is too long (maximum is 65536 characters)")
+        if route == "issue_comment_create":
+            ident = owner._new_id()
+            comment = {"id": ident, "body": body["body"], "user": _bot(),
+                       "html_url": f"https://github.com/{full_name}/pull/{params['issue_number']}#issuecomment-{ident}",
+                       "_issue": (full_name, int(params["issue_number"]))}
+            owner.comments[ident] = comment
+            return self._json(201, _render_comment(comment, base))
+        comment = owner.comments.get(int(params["comment_id"]))
+        if comment is None or comment["_issue"][0] != full_name:
+            return self._json(404, {"message": "Not Found", "documentation_url": _DOCS})
+        comment["body"] = body["body"]
+        return self._json(200, _render_comment(comment, base))
+
+    def _comment_page(self, comments: list[dict[str, Any]], query: dict[str, str], base: str) -> int:
+        sliced = self._slice(comments, query)  # issues/list-comments: per_page at most 100
+        if sliced is None:
+            return self._json(422, {"message": "Validation Failed", "documentation_url": _DOCS})
+        chunk, headers = sliced
+        return self._json(200, [_render_comment(c, base) for c in chunk], headers=headers)
+
+    def _invalid(self, message: str) -> int:
+        return self._json(422, {"message": "Validation Failed", "errors": [{"message": message}],
+                                "documentation_url": _DOCS, "status": "422"})
 
     def _blob(self, params: dict[str, str], query: dict[str, str]) -> int:
         if "Authorization" in self.headers:
@@ -982,6 +1100,94 @@ def _chunks(data: bytes, size: int) -> Iterator[bytes]:
         yield data[start:start + size]
 
 
+_WRITE_ROUTES = ("check_run_create", "check_run_update", "issue_comments", "issue_comment_create",
+                 "issue_comment_update")
+_ANNOTATION_LEVELS = ("notice", "warning", "failure")  # checks/create, annotations[].annotation_level
+_CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out")
+
+
+def _write_route(method: str, rest: list[str], params: dict[str, str]) -> str | None:
+    if method == "POST" and rest == ["check-runs"]:
+        return "check_run_create"
+    if method == "PATCH" and len(rest) == 2 and rest[0] == "check-runs" and rest[1].isdigit():
+        params["check_run_id"] = rest[1]
+        return "check_run_update"
+    if len(rest) == 3 and rest[0] == "issues" and rest[1].isdigit() and rest[2] == "comments":
+        params["issue_number"] = rest[1]
+        return {"GET": "issue_comments", "POST": "issue_comment_create"}.get(method)
+    if method == "PATCH" and len(rest) == 3 and rest[:2] == ["issues", "comments"] and rest[2].isdigit():
+        params["comment_id"] = rest[2]
+        return "issue_comment_update"
+    return None
+
+
+def _check_run_problem(body: dict[str, Any], *, create: bool) -> str | None:
+    """What GitHub's REST description (checks/create, checks/update) refuses in a check-run body, or None."""
+    if create and not all(isinstance(body.get(k), str) and body[k] for k in ("name", "head_sha")):
+        return "name and head_sha are required"  # checks/create: required [name, head_sha]
+    if create and not re.fullmatch(r"[0-9a-f]{40}", body["head_sha"]):
+        return "No commit found for SHA: " + str(body["head_sha"])[:50]
+    if (body.get("status") == "completed" or "completed_at" in body) and body.get("conclusion") is None and create:
+        return "conclusion is required when status is completed"  # "Required if you provide ... completed"
+    if "conclusion" in body and body["conclusion"] not in _CONCLUSIONS:
+        return "conclusion is not one of the documented values"
+    output = body.get("output")
+    if output is None:
+        return None
+    if not isinstance(output, dict):
+        return "output must be an object"
+    # checks/create: output requires title and summary; checks/update: output requires summary.
+    for key in (("title", "summary") if create else ("summary",)):
+        if not isinstance(output.get(key), str):
+            return f"output.{key} is required"
+    if len(output["summary"]) > 65535:  # output.summary maxLength 65535
+        return "output.summary is too long (maximum is 65535 characters)"
+    annotations = output.get("annotations", [])
+    if not isinstance(annotations, list):
+        return "output.annotations must be an array"
+    if len(annotations) > 50:
+        # "The Checks API limits the number of annotations to a maximum of 50 per API request."
+        return "output.annotations has more than 50 items"
+    for annotation in annotations:
+        # annotations[]: required [path, start_line, end_line, annotation_level, message]
+        if not isinstance(annotation, dict) or not all(k in annotation for k in (
+                "path", "start_line", "end_line", "annotation_level", "message")):
+            return "an annotation lacks a required field"
+        if annotation["annotation_level"] not in _ANNOTATION_LEVELS:
+            return "annotation_level must be notice, warning or failure"
+    return None
+
+
+def _bot() -> dict[str, Any]:
+    return {**_user(41898282, "github-actions[bot]"), "type": "Bot"}
+
+
+def _render_check_run(run: dict[str, Any], base: str) -> dict[str, Any]:
+    """A stored check run as GitHub answers it: every field the ``check-run`` schema requires, the annotations
+    counted and linked rather than inlined (as GitHub does)."""
+    url = f"{base}/repos/{run['_repository']}/check-runs/{run['id']}"
+    completed = run["status"] == "completed" or run["conclusion"] is not None
+    return {
+        "id": run["id"], "node_id": f"CR_{run['id']}", "head_sha": run["head_sha"], "name": run["name"], "url": url,
+        "html_url": run["html_url"], "details_url": run["details_url"],
+        "status": "completed" if completed else run["status"], "conclusion": run["conclusion"],
+        "started_at": _TIMESTAMP, "completed_at": _TIMESTAMP if completed else None, "external_id": None,
+        "check_suite": {"id": run["id"] + 1}, "app": None, "pull_requests": [],
+        "output": {"title": run["output"].get("title"), "summary": run["output"].get("summary"),
+                   "text": run["output"].get("text"), "annotations_count": len(run["annotations"]),
+                   "annotations_url": f"{url}/annotations"},
+    }
+
+
+def _render_comment(comment: dict[str, Any], base: str) -> dict[str, Any]:
+    """A stored comment as GitHub answers it: every field the ``issue-comment`` schema requires."""
+    repository, number = comment["_issue"]
+    return {"id": comment["id"], "node_id": f"IC_{comment['id']}", "body": comment["body"], "user": comment["user"],
+            "html_url": comment["html_url"], "issue_url": f"{base}/repos/{repository}/issues/{number}",
+            "url": f"{base}/repos/{repository}/issues/comments/{comment['id']}",
+            "created_at": _TIMESTAMP, "updated_at": _TIMESTAMP, "author_association": "NONE"}
+
+
 def _json_bytes(value: Any) -> bytes:
     return json.dumps(value).encode("utf-8")
 
@@ -991,10 +1197,15 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]]:
     parts = [p for p in path.split("/") if p]
     if method == "GET" and len(parts) == 2 and parts[0] == "_blob" and parts[1].isdigit():
         return "blob", {"artifact_id": parts[1]}
-    if method != "GET" or len(parts) < 3 or parts[0] != "repos":
+    if len(parts) < 3 or parts[0] != "repos":
         return "unknown", {}
     params = {"owner": parts[1], "repo": parts[2]}
     rest = parts[3:]
+    written = _write_route(method, rest, params)
+    if written is not None:
+        return written, params
+    if method != "GET":
+        return "unknown", {}
     if not rest:
         return "repo", params
     if rest[:2] == ["actions", "runs"] and len(rest) >= 3 and rest[2].isdigit():

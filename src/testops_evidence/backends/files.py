@@ -25,9 +25,10 @@ from testops_evidence.campaign.receipt import RESULT_FILE_LIMIT, Receipt
 from testops_evidence.errors import Refusal
 from testops_evidence.publication import report as report_tool
 from testops_evidence.publication.files import RESULTS_NAME, publish_files
-from testops_evidence.publication.tree import hash_file, refuse_extra, walk_files
+from testops_evidence.publication.tree import hash_file, refuse_extra, walk_files, write_new
 from testops_evidence.readers.testplan import match_rows, read_standing_plan
 from testops_evidence.safeio import parse_json_bytes, read_safe
+from testops_evidence.summaries import badge
 
 PUBLISHED = "published"  # the publication directory in the state dir
 REPORT_DIR = "allure-report"
@@ -76,6 +77,8 @@ class Backend:
         report: dict[str, Any] = dict(NOT_WANTED)
 
         def complete(temp: Path) -> None:
+            # The status badge, drawn from the receipt: listed in the manifest like every file of the publication.
+            write_new(temp / badge.NAME, badge.svg(receipt.document))
             report.clear()
             report.update(self._report(receipt, temp, options))
 

@@ -190,4 +190,4 @@ def run(ctx: PhaseContext) -> PhaseResult:
     headline = (f"{'✅' if cell.disposition == 'passed' else '❌'} Wrote the cell result of {what} to "
                 f"{summary.code(out)}: "
                 f"{cell.disposition.replace('_', ' ')} ({len(inputs)} report file(s)).")
-    return PhaseResult(headline=headline, summary=summary.table(("", "check", "kind", "note"), checks))
+    return PhaseResult(headline=headline, summary=summary.table(("", "check", "kind", "note"), checks), brief=True)

@@ -79,4 +79,4 @@ def run(ctx: PhaseContext) -> PhaseResult:
             "recorded.\n\n"
             + summary.table(("worker", "job", "upload step", "artifact", "id", "cases"), rows[:500]))
     return PhaseResult(headline=headline, summary=body,
-                       outputs={"artifact-ids": ids, "collected-count": len(verified)})
+                       outputs={"artifact-ids": ids, "collected-count": len(verified)}, brief=True)

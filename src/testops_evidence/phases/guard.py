@@ -75,7 +75,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 f"{summary.code(context.workflow_ref)} at {summary.code(context.head_sha[:12])}; operation "
                 f"**{summary.text(operation)}** on {summary.code(target_sha[:12])}.")
     body = _bindings(checks) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
-    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
 
 
 # --- local rehearsal -------------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def _rehearsal(ctx: PhaseContext, contract: Contract) -> PhaseResult:
     if context.head_sha == "0" * 40:
         notes.append("> [!WARNING]\n> No git checkout was found in the workspace; the commit is a placeholder.\n")
     body = "\n".join(notes) + "\n### Run context\n\n" + _context_table(context) + _outputs_table(outputs)
-    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
 
 
 # --- receipt, outputs, summary --------------------------------------------------------------------------------

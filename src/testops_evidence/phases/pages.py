@@ -32,6 +32,8 @@ from testops_evidence.publication.files import (
     check_publication_tree,
 )
 from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.safeio import write_atomic
+from testops_evidence.summaries import badge
 
 REPORT_DIR = "allure-report"
 STATUSES = ("total", "passed", "failed", "broken")
@@ -101,6 +103,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
     with ctx.runtime.group(f"pages: {contract.campaign} run {entry.run_number} into {pages_dir}"):
         done = site.publish_report(pages_dir, contract.campaign, entry, report,
                                    history if history.is_file() else None, keep)
+        # The status badge, drawn from the bound receipt (as upload drew the publication's): beside the run's
+        # report, and as the campaign's badge while this run is its newest report.
+        drawn = badge.svg(receipt.document)
+        write_atomic(pages_dir / contract.campaign / entry.directory / badge.NAME, drawn, mode=0o644)
+        if done.kept and done.kept[0] == entry:
+            write_atomic(pages_dir / contract.campaign / badge.NAME, drawn, mode=0o644)
     base = pages_base(ctx, live.repository)
     relative = f"{contract.campaign}/{entry.directory}/index.html"
     url = f"{base}/{relative}" if base else relative
@@ -108,6 +116,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
     rows: list[tuple[str, object]] = [
         ("report", summary.link(relative, url) if base else summary.code(relative)),
         ("campaign index", summary.code(f"{contract.campaign}/index.html")),
+        ("badge", summary.link(f"{contract.campaign}/{badge.NAME}", f"{base}/{contract.campaign}/{badge.NAME}")
+                  if base else summary.code(f"{contract.campaign}/{badge.NAME}")),
         ("checked", f"{files} result files against the receipt; the report's statistics equal it"),
         ("publication", f"exactly the {tree_files} files of its manifest, "
                         + ("bound by the publish job's report-tree-sha256" if tree_given

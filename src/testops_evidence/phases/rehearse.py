@@ -39,6 +39,7 @@ _STRIPPED = (*TOKEN_VARIABLES, "GH_TOKEN", "CI")
 # The interpreter scripts/setup.sh installs inspect-ai into (test-only; never this package's own).
 INSPECT_PYTHON = Path(".tools") / "producers" / "bin" / "python"
 INSPECT_CASE = "read-company-goals"
+BRIEF_LEAD = "**testops-evidence · "  # templates/brief.md
 
 
 @dataclass
@@ -84,7 +85,7 @@ class Rehearsal:
             runtime = Runtime(self.env, stdout=log, summary_file=str(summary_path))
             code = run_phase(mode, dict(options), self.env, runtime, context_factory=factory)
         text = summary_path.read_text(encoding="utf-8") if summary_path.exists() else ""
-        headline = next((line for line in text.splitlines()[1:] if line.strip()), "")
+        headline = _headline_of(text)
         step = Step(mode, code, dict(runtime.outputs), text, summary_path, headline, allowed)
         self.steps.append(step)
         if quiet:
@@ -92,6 +93,15 @@ class Rehearsal:
         else:
             ctx.runtime.log(f"\n━━━ {label} (exit {code}) ━━━  {summary_path}\n\n{text}")
         return step
+
+
+def _headline_of(text: str) -> str:
+    """A step summary's headline: the line after the heading, or a one-line step's own line after its bold
+    lead (PhaseResult.brief), never the ``<details>`` that follows it."""
+    lines = text.splitlines()
+    if lines and lines[0].startswith(BRIEF_LEAD) and "** " in lines[0]:
+        return lines[0].split("** ", 1)[1]
+    return next((line for line in lines[1:] if line.strip()), "")
 
 
 def _clean_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -132,7 +132,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         contract, outcome, plan, sizes, path, digest, catalog_target,
         (ctx.contract_row(contract), summary.code(compiled_target) if compiled_target is not None else "—"))
     body += _act_parallel_note(plan, ctx.env)
-    return PhaseResult(headline=headline, outputs=outputs, summary=body)
+    return PhaseResult(headline=headline, outputs=outputs, summary=body, brief=True)
 
 
 def _act_parallel_note(plan: MatrixPlan, env: Mapping[str, str]) -> str:

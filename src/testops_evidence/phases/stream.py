@@ -335,7 +335,7 @@ class Stream:
         return PhaseResult(headline=headline, summary="\n".join(parts), outputs={
             "stream-dir": str(self.directory), "stream-sha256": ledger_sha, "published-count": done,
             "stream-complete": complete, "passed-count": counts["passed"], "failed-count": counts["failed"],
-            "broken-count": counts["broken"]})
+            "broken-count": counts["broken"]}, brief=True)
 
 
 def _attempt_figures(bound: BoundCell | None) -> list[usage.Item]:

@@ -89,7 +89,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
         ctx.runtime.annotate("warning", f"no HTML report was built: {report.get('reason')}; "
                              f"{report.get('remedy')}", title="upload.report")
     return PhaseResult(headline=published.headline, outputs=_outputs(published.record),
-                       summary=_publication_table(published.record, ctx.contract_row(ctx.contract())))
+                       summary=_publication_table(published.record, ctx.contract_row(ctx.contract())), brief=True)
 
 
 # --- the files backend's report and its history -----------------------------------------------------------------
@@ -171,7 +171,7 @@ def _already_published(ctx: PhaseContext, receipt: Receipt) -> PhaseResult:
     outputs = _outputs(publication)
     return PhaseResult(headline=f"✅ Already published: {publication.get('uploaded-count')} results "
                        f"({publication.get('backend')} backend); nothing was sent again.", outputs=outputs,
-                       summary=_publication_table(publication))
+                       summary=_publication_table(publication), brief=True)
 
 
 def _outputs(publication: dict[str, Any]) -> dict[str, Any]:

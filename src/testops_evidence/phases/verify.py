@@ -16,15 +16,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testops_evidence import __version__, summary, trust
+from testops_evidence import __version__, github_checks, summary, trust
 from testops_evidence.backends import VerifyOptions
 from testops_evidence.campaign import previous, stats
 from testops_evidence.campaign.receipt import AdmittedReceipt, Receipt, admit_receipt, default_receipt_path
 from testops_evidence.campaign.usage import COST, show
-from testops_evidence.context import job_context
-from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal
+from testops_evidence.context import job_context, read_event
+from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal, input_error
+from testops_evidence.github_run import request_policy
 from testops_evidence.publication import attestation
 from testops_evidence.runner import PhaseContext, PhaseResult
+from testops_evidence.summaries import campaign as campaign_summary
 
 PUBLICATION = "upload.json"
 DEPTHS = ("page", "detail")
@@ -65,19 +67,18 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                              f"{len(statement['subject'])} subjects)")),
             ("cost", show(COST, receipt.cost())),
             *((name, value) for name, value in facts.items() if not isinstance(value, dict | list))]
-    body: str = summary.table(("", ""), rows)
-    not_passed = [r for r in receipt.results if r["status"] != "passed"]
-    if not_passed:
-        body += "\n### Cases that did not pass (published as such)\n\n" + summary.table(
-            ("", "case", "status", "reason"),
-            [(summary.status_icon(r["status"]), summary.code(r["key"]), r["status"], r["reason"]) for r in not_passed])
+    details: str = summary.table(("", ""), rows)
     statistics = receipt.document.get("statistics")
     if isinstance(statistics, dict):
-        body += stats.render(statistics)
+        details += stats.render(statistics)
     comparison = receipt.document.get("comparison")
     if isinstance(comparison, dict):
-        body += previous.render(comparison)
-        body += previous.render_trend(previous.trend_of(receipt.document))
+        details += previous.render(comparison)
+        details += previous.render_trend(previous.trend_of(receipt.document))
+    body: str = campaign_summary.render(receipt.document, _links(receipt, publication), details=details)
+    posted = _post(ctx, receipt, campaign_summary.render(receipt.document, _links(receipt, publication)))
+    if posted:
+        body += "\n" + summary.table(("posted", "where"), posted)
     return PhaseResult(headline=headline, outputs={"verified-count": verified, "all-passed": all_passed,
                                                    "attestation-path": str(statement_path),
                                                    "attestation-predicate-path": str(predicate_path), **cost,
@@ -110,3 +111,58 @@ def _publication(ctx: PhaseContext, receipt: Receipt) -> dict[str, Any]:
                       field="receipt-sha256", expected=receipt.sha256,
                       actual=publication.get("receipt-sha256") if isinstance(publication, dict) else None)
     return publication
+
+
+def _links(receipt: Receipt, publication: dict[str, Any]) -> campaign_summary.Links:
+    """The report (the TestOps launch or the files publication's HTML report) and the run's page; a local run
+    has no page on GitHub, so it links none."""
+    context = receipt.document["context"]
+    report = publication.get("report")
+    index = report.get("index") if isinstance(report, dict) and report.get("built") else None
+    url = publication.get("launch-url")
+    shown = url if isinstance(url, str) and url.startswith(("http://", "https://")) else index
+    run_url = context.get("run-url")
+    return campaign_summary.Links(report=shown if isinstance(shown, str) else None,
+                          run=None if context.get("local") or not isinstance(run_url, str) else run_url)
+
+
+def _post(ctx: PhaseContext, receipt: Receipt, text: str) -> list[tuple[str, summary.Markdown]]:
+    """With ``check-run``: the summary as a completed check run on the tested commit, one annotation per case
+    that did not pass. With ``pr-comment``, in a pull request's run: the campaign's one comment on it, updated.
+    A local run has no GitHub to post to: a notice says so."""
+    wanted = [name for name in ("check-run", "pr-comment") if ctx.settings.boolean(name)]
+    if not wanted:
+        return []
+    context = receipt.document["context"]
+    if context.get("local"):
+        ctx.runtime.annotate("notice", f"{' and '.join(wanted)}: a local run has no GitHub page to post to")
+        return []
+    token = ctx.github_token()
+    if not token:
+        raise input_error("github-token", f"{wanted[0]} needs a GitHub token (input github-token, default "
+                          "${{ github.token }})", expected="a token", actual=None)
+    api_url = (ctx.env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
+    policy = request_policy(ctx.env, ctx.sleep)
+    repository = str(context["repository"])
+    verdict = campaign_summary.verdict_of(receipt.document)
+    posted: list[tuple[str, summary.Markdown]] = []
+    if "check-run" in wanted:
+        contract_path = str(ctx.settings.path("contract") or ".github/testops-evidence.yml")
+        with ctx.runtime.group(f"check run on {context['head-sha']}"):
+            check = github_checks.create_check_run(
+                api_url, token, repository, str(context["head-sha"]), title=verdict.sentence(), summary=text,
+                conclusion=verdict.conclusion, annotations=campaign_summary.case_annotations(receipt.document, contract_path),
+                details_url=str(context.get("run-url") or ""), policy=policy)
+        posted.append(("check run", summary.link(f"#{check.id}", check.url)))
+    if "pr-comment" in wanted:
+        number = github_checks.pull_request_number(read_event(ctx.env))
+        if number is None:
+            ctx.runtime.annotate("notice", "pr-comment: this run is not for a pull request; no comment was written")
+        else:
+            tag = github_checks.marker(str(receipt.document["campaign"]))
+            with ctx.runtime.group(f"comment on pull request #{number}"):
+                comment = github_checks.upsert_pr_comment(api_url, token, repository, number, body=text, tag=tag,
+                                                          policy=policy)
+            posted.append(("pull-request comment", summary.Markdown(
+                summary.link(f"#{number}", comment.url) + (" (updated)" if comment.updated else " (new)"))))
+    return posted

@@ -90,4 +90,4 @@ def _result(path: str, digest: str, document: Any, count: int, lanes: dict[str, 
     headline = (f"✅ The selection is intact and bound to this run: {count} case(s) "
                 f"({', '.join(f'{n} {lane}' for lane, n in sorted(lanes.items()))}), contract "
                 f"**{summary.text(campaign)}**{', full plan' if document['full-plan'] else ''}.")
-    return PhaseResult(headline=headline, outputs={"selected-count": count}, summary=body)
+    return PhaseResult(headline=headline, outputs={"selected-count": count}, summary=body, brief=True)

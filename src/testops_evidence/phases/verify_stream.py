@@ -84,7 +84,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     return PhaseResult(headline=headline, summary=summary.table(("", ""), rows),
                        outputs={"published-count": counts["published"], "verified-count": counts["published"],
                                 "all-passed": receipt.all_passed, "stream-complete": complete},
-                       exit_code=EXIT_CASES_FAILED if fail and not receipt.all_passed else EXIT_OK)
+                       exit_code=EXIT_CASES_FAILED if fail and not receipt.all_passed else EXIT_OK, brief=True)
 
 
 def _only_the_stream(directory: Path) -> None:
