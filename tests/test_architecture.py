@@ -178,3 +178,11 @@ def test_the_circle_finder_sees_a_lazy_circle(tmp_path: Path) -> None:
     (package / "d.py").write_text("from pkg import a\n")
     assert import_circles(package) == [["pkg.a", "pkg.b", "pkg.c"]]
 
+
+
+def test_no_phase_function_over_80_lines() -> None:
+    long = [f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sources(SRC / "phases")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.FunctionDef) and (node.end_lineno or 0) - node.lineno + 1 > 80]
+    assert long == []

@@ -80,44 +80,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
     validate_against(selection, contract, job_context(ctx.env, contract.trust.repository,
                                                           contract.trust.workflows, local=ctx.settings.boolean("local")))
 
-    results_dir = ctx.settings.path("results-dir") or Path("allure-results")
-    receipt_path = default_receipt_path(results_dir)
-    if not is_empty_or_absent(results_dir):
-        raise Refusal("io.exists", f"the results directory {results_dir} exists and is not empty; export writes "
-                      "a fresh one", field="results-dir", expected="an absent or empty directory",
-                      actual=str(results_dir))
-    if os.path.lexists(receipt_path):
-        raise Refusal("io.exists", f"the receipt {receipt_path} already exists; receipts are written once",
-                      field="receipt-path", expected="no existing file", actual=str(receipt_path))
+    results_dir, receipt_path = _fresh_targets(ctx)
 
     cases = [contract.case(key) for key in selection.keys]
     context = selection.context
     now = ctx.clock()
-    cell_dir = ctx.settings.path("cell-results") or Path("cell-results")
-    workers = _workers(ctx, contract, cases, context.run_attempt)
-    files: list[CellFile] = []
-    present: list[str] = []
-    facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
-             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now,
-             "run_attempts": contract.trust.run_attempts}
-    cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
-    if cell_dir_present:
-        if workers is None:
-            files = collect_cells(cell_dir, **facts)
-        else:
-            # Where collect-cells bound the artifacts (the campaign template), each must list its files.
-            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix, jobs=workers.jobs,
-                                                  require_files=workers.collected is not None, **facts)
-    if workers is not None and workers.collected is not None:
-        _match_collected(workers, present, selection.digest)
-    elif not cell_dir_present and any(not case.remote for case in cases):
-        # Only when it is true: with the directory present (a rehearsal, an export without collect-cells) the
-        # cells in it are read, and a campaign of remote cases only needs no directory.
-        ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
-                             "case measured by a worker job is exported as broken (not recorded)")
-    remote = _remote_cells(ctx, contract, cases, selection)
-    if remote is not None:
-        files = [*files, *remote.files]
+    files, present, workers, remote = _gather_cells(ctx, contract, cases, selection, now)
     bound = admit(files, CellBinding(
         selection_sha256=selection.digest, head_sha=context.head_sha, profile=selection.document["profile"],
         selected=cases, run_attempts=contract.trust.run_attempts, run_attempt=context.run_attempt,
@@ -148,12 +116,91 @@ def run(ctx: PhaseContext) -> PhaseResult:
                           expected="a writable directory with free space", actual=str(results_dir)) from None
     counts = Counter(row["status"] for row in rows)
     count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
+    comparison = _compare(selection, rows, accounts, contract)
+    statistics = _statistics(rows, contract)
+    receipt = _receipt_document(contract, selection, binding, results_dir, now, rows, written, outcomes, accounts,
+                                judgement, remote, comparison, statistics)
+    receipt_bytes = _write_receipt(ctx, receipt, receipt_path, results_dir, selection.digest, count_row)
+
+    all_passed = counts.get("passed", 0) == len(rows)
+    return PhaseResult(
+        headline=export_summary.headline(count_row, results_dir),
+        outputs={
+            "results-dir": str(results_dir),
+            "receipt-path": str(receipt_path),
+            "receipt-sha256": sha256_bytes(receipt_bytes),
+            "passed-count": counts.get("passed", 0),
+            "failed-count": counts.get("failed", 0),
+            "broken-count": counts.get("broken", 0),
+            "all-passed": all_passed,
+            **cost_outputs(accounts.campaign.get(usage.COST)),
+            **comparison_outputs(comparison),
+            **pass_rate_outputs(statistics),
+        },
+        summary=export_summary.render(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
+                         present, ctx.contract_row(contract), statistics),
+        exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED, brief=True,
+    )
+
+
+def _fresh_targets(ctx: PhaseContext) -> tuple[Path, Path]:
+    """The results directory and receipt this export writes: refused when either is already there."""
+    results_dir = ctx.settings.path("results-dir") or Path("allure-results")
+    receipt_path = default_receipt_path(results_dir)
+    if not is_empty_or_absent(results_dir):
+        raise Refusal("io.exists", f"the results directory {results_dir} exists and is not empty; export writes "
+                      "a fresh one", field="results-dir", expected="an absent or empty directory",
+                      actual=str(results_dir))
+    if os.path.lexists(receipt_path):
+        raise Refusal("io.exists", f"the receipt {receipt_path} already exists; receipts are written once",
+                      field="receipt-path", expected="no existing file", actual=str(receipt_path))
+    return results_dir, receipt_path
+
+
+def _gather_cells(ctx: PhaseContext, contract: Contract, cases: list[Case], selection: Selection,
+                  now: float) -> tuple[list[CellFile], list[str], Workers | None, RemoteCells | None]:
+    """Every candidate cell of the campaign: the workers' (bound to their artifacts where collect-cells ran) and
+    the imported remote cells; nothing is admitted yet."""
+    context = selection.context
+    cell_dir = ctx.settings.path("cell-results") or Path("cell-results")
+    workers = _workers(ctx, contract, cases, context.run_attempt)
+    files: list[CellFile] = []
+    present: list[str] = []
+    facts = {"cases": {c.key: c for c in contract.cases}, "source_sha": context.head_sha,
+             "profile": selection.document["profile"], "selection_sha256": selection.digest, "fallback_time": now,
+             "run_attempts": contract.trust.run_attempts}
+    cell_dir_present = cell_dir.exists() or cell_dir.is_symlink()
+    if cell_dir_present:
+        if workers is None:
+            files = collect_cells(cell_dir, **facts)
+        else:
+            # Where collect-cells bound the artifacts (the campaign template), each must list its files.
+            files, present = collect_worker_cells(cell_dir, artifact_prefix=workers.prefix, jobs=workers.jobs,
+                                                  require_files=workers.collected is not None, **facts)
+    if workers is not None and workers.collected is not None:
+        _match_collected(workers, present, selection.digest)
+    elif not cell_dir_present and any(not case.remote for case in cases):
+        # Only when it is true: with the directory present (a rehearsal, an export without collect-cells) the
+        # cells in it are read, and a campaign of remote cases only needs no directory.
+        ctx.runtime.annotate("warning", f"the cell-results directory {cell_dir} does not exist: every selected "
+                             "case measured by a worker job is exported as broken (not recorded)")
+    remote = _remote_cells(ctx, contract, cases, selection)
+    if remote is not None:
+        files = [*files, *remote.files]
+    return files, present, workers, remote
+
+
+def _receipt_document(contract: Contract, selection: Selection, binding: allure.Binding, results_dir: Path,
+                      now: float, rows: list[dict[str, Any]], written: Any, outcomes: Mapping[str, CaseOutcome],
+                      accounts: usage.Accounts, judgement: Judgement | None, remote: RemoteCells | None,
+                      comparison: dict[str, Any] | None, statistics: dict[str, Any]) -> dict[str, Any]:
+    """The export receipt: what was exported, bound to the selection and contract, with every result's row."""
+    counts = Counter(row["status"] for row in rows)
+    count_row = {"total": len(rows), **{s: counts.get(s, 0) for s in ("passed", "failed", "broken")}}
     repeated = any(outcome.repeated for outcome in outcomes.values())
     trial_counts = Counter(t.verdict.status for outcome in outcomes.values() for t in outcome.trials)
     trial_row = {"total": sum(trial_counts.values()), **{s: trial_counts.get(s, 0) for s in ("passed", "failed", "broken")}}
-    comparison = _compare(selection, rows, accounts, contract)
-    statistics = _statistics(rows, contract)
-    receipt: dict[str, Any] = {
+    return {
         "schema": RECEIPT_SCHEMA,
         "campaign": contract.campaign,
         "selection-sha256": selection.digest,
@@ -175,6 +222,12 @@ def run(ctx: PhaseContext) -> PhaseResult:
         "statistics": statistics,
         "results": rows,
     }
+
+
+def _write_receipt(ctx: PhaseContext, receipt: dict[str, Any], receipt_path: Path, results_dir: Path,
+                   selection_sha256: str, count_row: dict[str, int]) -> bytes:
+    """Write the receipt once, checked as upload and verify will read it, and hand the results over; a refusal
+    removes the results directory, so nothing of the export is left."""
     # Compact: a machine document; the step summary is what a person reads.
     receipt_bytes = canonical_json(receipt)
     try:
@@ -195,30 +248,11 @@ def run(ctx: PhaseContext) -> PhaseResult:
     try:
         ctx.state.write_receipt("export.json", {
             "receipt-path": str(receipt_path), "receipt-sha256": sha256_bytes(receipt_bytes),
-            "results-dir": str(results_dir), "selection-sha256": selection.digest, "counts": count_row,
+            "results-dir": str(results_dir), "selection-sha256": selection_sha256, "counts": count_row,
         })
     except Refusal as refusal:  # the receipt beside the results is the record; this copy is a convenience
         ctx.runtime.annotate("warning", f"export.json could not be written to the state directory: {refusal}")
-
-    all_passed = counts.get("passed", 0) == len(rows)
-    return PhaseResult(
-        headline=export_summary.headline(count_row, results_dir),
-        outputs={
-            "results-dir": str(results_dir),
-            "receipt-path": str(receipt_path),
-            "receipt-sha256": sha256_bytes(receipt_bytes),
-            "passed-count": counts.get("passed", 0),
-            "failed-count": counts.get("failed", 0),
-            "broken-count": counts.get("broken", 0),
-            "all-passed": all_passed,
-            **cost_outputs(accounts.campaign.get(usage.COST)),
-            **comparison_outputs(comparison),
-            **pass_rate_outputs(statistics),
-        },
-        summary=export_summary.render(rows, outcomes, accounts, judgement, comparison, remote, selection, digest_given, results_dir, receipt_path, workers,
-                         present, ctx.contract_row(contract), statistics),
-        exit_code=EXIT_OK if all_passed else EXIT_CASES_FAILED, brief=True,
-    )
+    return receipt_bytes
 
 
 class Workers:

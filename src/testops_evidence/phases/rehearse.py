@@ -147,29 +147,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     extras = ctx.settings.extras
     examples = Path(extras.get("examples") or "examples").resolve()
     case_command = extras.get("case-command")
-    given = ctx.settings.sources.get("contract") not in (None, "default")
-    if case_command is not None and not case_command.strip():
-        raise Refusal("input.case-command", "--case-command is empty: give the shell command that runs one case "
-                      "and writes its cell result (docs/local.md)", field="case-command",
-                      expected="a bash command", actual=case_command)
-    contract_path: Path | None
-    if case_command is not None:
-        # The user's own campaign: the contract input's default (.github/testops-evidence.yml), not the examples'.
-        contract_path = ctx.settings.path("contract") or Path(".github/testops-evidence.yml")
-    else:
-        contract_path = ctx.settings.path("contract") if given else examples / "contract.yml"
-        if given and contract_path is not None and contract_path.resolve() != (examples / "contract.yml").resolve():
-            # The example harness measures the examples' cases only: on another contract it would record
-            # nothing of the user's cases (or mistake one of its own tests for them).
-            raise Refusal("input.case-command", f"rehearsing your own contract {contract_path} needs your case "
-                          "command: add --case-command '<the command that runs one case>' (docs/local.md, "
-                          "\"Without act\"); without --contract the rehearsal runs the examples' campaign",
-                          field="case-command", expected="set with --contract", actual="missing")
-    assert contract_path is not None
-    if not contract_path.is_file():
-        raise Refusal("contract.missing", f"the contract {contract_path} does not exist", field="contract",
-                      expected="a contract file", actual=str(contract_path))
-    contract_path = contract_path.resolve()
+    contract_path = _contract_path(ctx, examples, case_command)
     report_mode = report_tool.report_mode(ctx.settings.string("report"))
     env, dropped = _clean_env(ctx.env)
     run_dir = _fresh_dir(Path(extras.get("workdir") or "rehearsal").resolve(), ctx.clock())
@@ -230,6 +208,35 @@ def run(ctx: PhaseContext) -> PhaseResult:
     published = Path(publication["destination"])
     report = _report(ctx, publication.get("report") or {}, {"total": total, **counts})
     return _finished(rehearsal, contract_path, counts, report, published, results_dir, runs)
+
+
+def _contract_path(ctx: PhaseContext, examples: Path, case_command: str | None) -> Path:
+    """The contract to rehearse: the user's with their case command, else the examples' (their harness measures
+    only their own cases)."""
+    given = ctx.settings.sources.get("contract") not in (None, "default")
+    if case_command is not None and not case_command.strip():
+        raise Refusal("input.case-command", "--case-command is empty: give the shell command that runs one case "
+                      "and writes its cell result (docs/local.md)", field="case-command",
+                      expected="a bash command", actual=case_command)
+    contract_path: Path | None
+    if case_command is not None:
+        # The user's own campaign: the contract input's default (.github/testops-evidence.yml), not the examples'.
+        contract_path = ctx.settings.path("contract") or Path(".github/testops-evidence.yml")
+    else:
+        contract_path = ctx.settings.path("contract") if given else examples / "contract.yml"
+        if given and contract_path is not None and contract_path.resolve() != (examples / "contract.yml").resolve():
+            # The example harness measures the examples' cases only: on another contract it would record
+            # nothing of the user's cases (or mistake one of its own tests for them).
+            raise Refusal("input.case-command", f"rehearsing your own contract {contract_path} needs your case "
+                          "command: add --case-command '<the command that runs one case>' (docs/local.md, "
+                          "\"Without act\"); without --contract the rehearsal runs the examples' campaign",
+                          field="case-command", expected="set with --contract", actual="missing")
+    assert contract_path is not None
+    if not contract_path.is_file():
+        raise Refusal("contract.missing", f"the contract {contract_path} does not exist", field="contract",
+                      expected="a contract file", actual=str(contract_path))
+    contract_path = contract_path.resolve()
+    return contract_path
 
 
 def _agree(what: str, expected: Any, actual: Any) -> None:
