@@ -53,7 +53,7 @@ from testops_evidence.campaign.cells import (
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
 from testops_evidence.publication.tree import Entry, check_exact, list_dir
-from testops_evidence.readers.adapters import Outcome
+from testops_evidence.readers.adapters import Outcome, artifact_path
 from testops_evidence.readers.adapters.formats import FORMATS, RESERVED, ReportFormat
 from testops_evidence.readers.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
@@ -171,10 +171,24 @@ class Reports:
     runs: list[tuple[str, FrameworkRun]] = field(default_factory=list)  # (source, run) of framework logs
     inputs: list[tuple[str, str]] = field(default_factory=list)  # (artifact path, sha256)
     kinds: list[str] = field(default_factory=list)  # the formats read, in registry order
+    recorded: dict[str, str] = field(default_factory=dict)  # name in the cell's artifacts -> the file it names
 
     @property
     def origin(self) -> str:
         return "+".join(self.kinds)
+
+    def record(self, path: str, sha256: str, shown: str) -> None:
+        """One input, under the name the cell's ``artifacts`` list records (``artifact_path``: characters outside
+        ``[A-Za-z0-9._-]`` become ``_``). That mapping is not one-to-one (``a b.xml`` and ``a_b.xml``, ``é`` and
+        ``ü``): two files recorded under one name would leave the record unable to say which bytes a name holds,
+        so the second is refused (``export.adapter``: this case broken, as for any report it cannot read)."""
+        name = artifact_path(path)
+        first = self.recorded.setdefault(name, shown)
+        if first != shown:
+            raise Refusal("export.adapter", f"{first!r} and {shown!r} would both be recorded as the report "
+                          f"{name!r} (names keep only [A-Za-z0-9._-]; each other character becomes '_'): rename "
+                          "one of them", field=name, expected="one report per recorded name", actual=[first, shown])
+        self.inputs.append((path, sha256))
 
 
 def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
@@ -205,7 +219,7 @@ def read_files(root: str | Path, names: Sequence[str], fmt: ReportFormat, report
             if fmt.framework:
                 directory, _, base = path.rpartition("/")
                 path = (f"{directory}/" if directory else "") + artifact_name(base, fmt.kind + fmt.suffixes[0])
-            reports.inputs.append((path, sha256_bytes(data)))
+            reports.record(path, sha256_bytes(data), shown + name)
             yield shown + name, data
 
     outcomes, runs = fmt.parse(files())
