@@ -97,7 +97,8 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
 
     **Order**: depth first, entries of each directory by name in byte order — so a file's position is the
     order of its relative path compared component by component. Names starting with ``.`` are skipped
-    (hidden files are not reports); directories for which ``prune`` is true are not entered. Links and
+    (hidden files are not reports); directories for whose path (relative to ``root``) ``prune`` is true are not
+    entered. Links and
     other special files are refused by the safe listing (``io.unsafe_path``), never skipped. ``sizes``, when
     given, receives each found file's listed size (for budgets checked before reading).
     """
@@ -110,7 +111,7 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
         if entry.name.startswith("."):
             continue
         if entry.is_dir:
-            if prune is None or not prune(entry.name):
+            if prune is None or not prune(prefix + entry.name):
                 found += walk(root, prefix + entry.name, wanted, prune=prune, sizes=sizes, _depth=_depth + 1)
         elif wanted(entry.name):
             found.append(prefix + entry.name)
@@ -151,12 +152,25 @@ def _directories(root: str | Path, relpath: str, name: str, recursive: bool, dep
     return found
 
 
+def _read_by_a_format(relpath: str) -> Callable[[str], bool]:
+    """Whether a directory below the case directory ``relpath`` is one a format reads as its own (its reserved
+    ``directory``: at the top of the case directory, or at any depth for a recursive format), so loose reports are
+    not looked for in it. Only those: a directory merely *named* like a top-level format's directory deeper down
+    (``results/promptfoo/``) is read by no format, so a report in it is still a loose report — never skipped
+    unread (a failing JUnit report hidden there left the case passed on the others)."""
+    def prune(path: str) -> bool:
+        below = path[len(relpath) + 1:] if relpath else path
+        name = below.rpartition("/")[2]
+        return any(fmt.directory == name and (fmt.recursive or "/" not in below) for fmt in FORMATS)
+    return prune
+
+
 def case_files(root: str | Path, relpath: str, fmt: ReportFormat) -> list[tuple[str, int]]:
     """The files of ``fmt`` in the case directory ``root/relpath`` with their listed sizes: those with a
     ``loose`` suffix outside the formats' own directories, then those in this format's own directory."""
     sizes: dict[str, int] = {}
     if fmt.loose:
-        sizes.update(listing(root, relpath, fmt.loose, recursive=fmt.recursive, prune=RESERVED.__contains__))
+        sizes.update(listing(root, relpath, fmt.loose, recursive=fmt.recursive, prune=_read_by_a_format(relpath)))
     if fmt.directory:
         for directory in _directories(root, relpath, fmt.directory, fmt.recursive):
             sizes.update(listing(root, directory, fmt.suffixes, recursive=fmt.recursive))
