@@ -18,7 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,10 @@ def _why_no_cell(exit_code: int | None, command: str) -> str:
 
 def run_cases(command: str, *, outputs: Mapping[str, Any], selection_path: Path, selection_sha256: str,
               cells: Path, logs: Path, cwd: Path, env: Mapping[str, str], attempt_prefix: str,
-              log: Callable[[str], None]) -> list[CaseRun]:
-    """Run ``command`` for every (case, trial) of the plan select wrote, job by job; returns what each did."""
+              log: Callable[[str], None], withheld: Collection[str] = ()) -> list[CaseRun]:
+    """Run ``command`` for every (case, trial) of the plan select wrote, job by job; returns what each did.
+
+    ``withheld``: every credential the contract lists for any case, selected or not; a case gets only its own."""
     selection = json.loads(selection_path.read_text(encoding="utf-8"))
     rows = {row["key"]: row for row in selection["cases"]}
     bash = shutil.which("bash", path=env.get("PATH")) or "bash"
@@ -107,7 +109,7 @@ def run_cases(command: str, *, outputs: Mapping[str, Any], selection_path: Path,
     for lane in LANES:
         for job in (outputs.get(f"{lane}-matrix") or {}).get("include", []):
             done.extend(_run_job(command, job, rows, selection, selection_path, selection_sha256, cells, logs, cwd,
-                                 env, attempt_prefix, bash, log, taken))
+                                 env, attempt_prefix, bash, log, taken, frozenset(withheld)))
     _rebuild(cells, taken)
     return done
 
@@ -149,12 +151,13 @@ def _take(cells: Path, cell: Path) -> bytes | None:
 def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], selection: Mapping[str, Any],
              selection_path: Path, selection_sha256: str, cells: Path, logs: Path, cwd: Path,
              env: Mapping[str, str], attempt_prefix: str, bash: str, log: Callable[[str], None],
-             taken: dict[str, bytes]) -> list[CaseRun]:
+             taken: dict[str, bytes], withheld: frozenset[str]) -> list[CaseRun]:
     """One worker job of the plan: its units in turn, with the template's running budget (campaign/budget.py)."""
     budget = job.get("budget") or {}
     share, per_trial = budget.get("job") or {}, budget.get("trial") or {}
     spent = dict.fromkeys(share, 0)
-    others = {name for other in rows.values() for name in other.get("credentials", [])}
+    # Those of every case of the contract: a case left out of this selection keeps its credentials to itself too.
+    others = withheld | {name for other in rows.values() for name in other.get("credentials", [])}
     done: list[CaseRun] = []
     for key, trial in units_of(job):
         row = rows[key]

@@ -65,3 +65,15 @@ def test_a_link_in_place_of_a_cell_is_not_followed(tmp_path: Path, pinned_checko
     statuses = {row["key"]: (row["status"], row["reason"]) for row in receipt_of(tmp_path)["results"]}
     assert statuses == {"refund-policy": ("passed", "passed"), "greeting": ("broken", "not_recorded")}
     assert "case greeting: exit 0, cell result MISSING" in run.log
+
+
+def test_a_credential_of_a_case_left_out_of_the_selection_reaches_no_other_case(tmp_path: Path,
+                                                                               pinned_checkout: Path) -> None:
+    """As case-secrets on GitHub: a credential reaches only the cases whose contract entry lists it, also when that
+    case is not selected for this rehearsal (`--cases`)."""
+    _greeting_needs_a_key(pinned_checkout)
+    seen = ('python3 -c \'import os; print(os.environ.get("SHOP_API_KEY", "-"))\' > "key-$TESTOPS_EVIDENCE_CASE"; '
+            'bash evals/run-case.sh')
+    run = rehearse_own(tmp_path, seen, cases="refund-policy", exported={"SHOP_API_KEY": "k-7c1d"})
+    assert run.exit_code == 0, run.log[-4000:]
+    assert (pinned_checkout / "key-refund-policy").read_text().strip() == "-"
