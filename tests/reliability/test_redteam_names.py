@@ -8,6 +8,7 @@ name holds. Each such case must end broken with a refusal that names both files 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
@@ -66,3 +67,28 @@ def test_nfc_and_nfd_spellings_are_recorded_as_two_names(tmp_path: Path) -> None
     reports = read_case(tmp_path, CASE)
     recorded = [name for name, _sha in reports.inputs]
     assert len(recorded) == 2 and len(set(reports.recorded)) == 2
+
+
+HOSTILE = "<img src=x onerror=alert(1)> [x](javascript:alert(2)) ::warning::pwn `b` *em* |pipe| &amp; @team #1.xml"
+
+
+def test_a_hostile_report_name_reaches_the_summary_and_log_as_text(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report name the widened read alphabet accepts (spaces, '#', ':', Markdown and HTML punctuation), in a
+    case's directory with a broken report: the refusal that names it reaches the step summary and the log, as
+    text only — no live HTML or link, no line the runner takes as a workflow command."""
+    from reliability.test_hostile_files import Workspace
+
+    ws = Workspace(tmp_path)
+    monkeypatch.chdir(ws.work)
+    key = [case.key for case in ws.contract.cases][1]
+    (ws.work / "cells" / key).mkdir()
+    (ws.work / "cells" / key / HOSTILE).write_bytes(b"<testsuite><testcase name='x'><failure/></testcase")
+    run = ws.run("export", ws.options())
+    assert run.exit_code == 1, run.summary  # recorded, not all passed: the case is broken, the export done
+    assert "onerror=alert(1)" in run.summary, "the refusal should name the file"
+    # Every piece of markup arrives escaped: no '<img' or '](' that Markdown or HTML would act on.
+    assert re.search(r"(?<!\\)<img", run.summary) is None
+    assert re.search(r"(?<!\\)\]\(javascript", run.summary) is None
+    assert "\\<img" in run.summary
+    assert not any(line.lstrip().startswith("::warning::pwn") for line in run.log.splitlines())
