@@ -100,3 +100,19 @@ def test_a_case_whose_worker_never_delivered_cannot_be_added_to_the_ledger(tmp_p
     again = _rerun(campaign)
     assert (again.exit_code, again.outputs.get("error-code")) == (3, "stream.ledger"), again.summary
     assert again.outputs.get("published-count") is None
+
+
+def test_verify_stream_without_the_stream_artifact_refuses(tmp_path: Path, github: GitHubServer) -> None:
+    """Something took the stream artifact's name first, so the stream's upload failed and gave no id: the template
+    then downloads nothing (an empty id would download every artifact of the run) and verify-stream, finding no
+    stream directory beside the digest the stream job output, refuses."""
+    campaign = Campaign(tmp_path, github)
+    for job in JOBS:
+        campaign.finish(job)
+    streamed, _clock = campaign.stream([])
+    exported = campaign.export()
+    verified = run_mode("verify-stream", tmp_path, {
+        **campaign.options, "state-dir": str(tmp_path / "verify-state"), "results-dir": str(tmp_path / "allure-results"),
+        "receipt-sha256": exported.outputs["receipt-sha256"], "stream-dir": str(tmp_path / "not-downloaded"),
+        "stream-sha256": streamed.outputs["stream-sha256"]}, campaign.env)
+    assert (verified.exit_code, verified.outputs.get("error-code")) == (3, "stream.ledger"), verified.summary
