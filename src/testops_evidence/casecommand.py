@@ -18,12 +18,15 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testops_evidence.campaign.cells import CELL_LIMIT
 from testops_evidence.campaign.matrix import LANES, units_of
+from testops_evidence.errors import Refusal
+from testops_evidence.safeio import read_safe, write_once
 
 __all__ = ["LANES", "CaseRun", "cli_shim", "environment_for_cases", "run_cases", "units_of"]
 
@@ -70,11 +73,11 @@ def _figure(value: Any) -> int:
     return 0
 
 
-def _spent_by(cell: Path, names: Sequence[str]) -> dict[str, int]:
+def _spent_by(cell: bytes, names: Sequence[str]) -> dict[str, int]:
     """The usage a cell reports for the budget's counters; export judges the cell, an unreadable one spends 0."""
     try:
-        usage = json.loads(cell.read_text(encoding="utf-8")).get("usage") or {}
-    except (OSError, ValueError, AttributeError):
+        usage = json.loads(cell.decode("utf-8")).get("usage") or {}
+    except (ValueError, AttributeError):
         return dict.fromkeys(names, 0)
     return {name: _figure(usage.get(name)) if isinstance(usage, dict) else 0 for name in names}
 
@@ -92,29 +95,69 @@ def _why_no_cell(exit_code: int | None, command: str) -> str:
 
 def run_cases(command: str, *, outputs: Mapping[str, Any], selection_path: Path, selection_sha256: str,
               cells: Path, logs: Path, cwd: Path, env: Mapping[str, str], attempt_prefix: str,
-              log: Callable[[str], None]) -> list[CaseRun]:
-    """Run ``command`` for every (case, trial) of the plan select wrote, job by job; returns what each did."""
+              log: Callable[[str], None], withheld: Collection[str] = ()) -> list[CaseRun]:
+    """Run ``command`` for every (case, trial) of the plan select wrote, job by job; returns what each did.
+
+    ``withheld``: every credential the contract lists for any case, selected or not; a case gets only its own."""
     selection = json.loads(selection_path.read_text(encoding="utf-8"))
     rows = {row["key"]: row for row in selection["cases"]}
     bash = shutil.which("bash", path=env.get("PATH")) or "bash"
     logs.mkdir(parents=True, exist_ok=True)
     cells.mkdir(parents=True, exist_ok=True)
     done: list[CaseRun] = []
+    taken: dict[str, bytes] = {}
     for lane in LANES:
         for job in (outputs.get(f"{lane}-matrix") or {}).get("include", []):
             done.extend(_run_job(command, job, rows, selection, selection_path, selection_sha256, cells, logs, cwd,
-                                 env, attempt_prefix, bash, log))
+                                 env, attempt_prefix, bash, log, taken, frozenset(withheld)))
+    _rebuild(cells, taken)
     return done
+
+
+def _rebuild(cells: Path, taken: Mapping[str, bytes]) -> None:
+    """The cell-results directory as the units left it, and nothing else. Every case command runs as the user and
+    can write anywhere ``cells`` is: a command that wrote another case's cell there (one that was not run, or ran
+    before it) would otherwise have that cell exported as the other case's evidence. Each unit's cell was read
+    (no link followed) the moment its own command ended; the directory is made again from those bytes alone."""
+    shutil.rmtree(cells)  # links inside are removed, never followed
+    cells.mkdir(mode=0o700)
+    for relpath, data in sorted(taken.items()):
+        target = cells / relpath
+        target.parent.mkdir(exist_ok=True, mode=0o700)
+        write_once(target, data)
+
+
+def _fresh_target(cells: Path, cell: Path) -> None:
+    """Nothing at ``cell`` before its unit runs (a file another unit planted there is not this unit's cell), and
+    its trial directory a real directory of ``cells``, not a link another unit left in its place."""
+    if cell.parent != cells and (cell.parent.is_symlink() or (cell.parent.exists() and not cell.parent.is_dir())):
+        cell.parent.unlink()
+    cell.parent.mkdir(parents=True, exist_ok=True)
+    if cell.is_dir() and not cell.is_symlink():
+        shutil.rmtree(cell)
+    elif cell.is_symlink() or cell.exists():
+        cell.unlink()
+
+
+def _take(cells: Path, cell: Path) -> bytes | None:
+    """The bytes of the cell the unit wrote, read below ``cells`` without following a link; None when it wrote
+    none, or put a link, a special file or an oversized file in its place (export would refuse those too)."""
+    try:
+        return read_safe(cells, cell.relative_to(cells).as_posix(), limit=CELL_LIMIT)
+    except Refusal:
+        return None
 
 
 def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], selection: Mapping[str, Any],
              selection_path: Path, selection_sha256: str, cells: Path, logs: Path, cwd: Path,
-             env: Mapping[str, str], attempt_prefix: str, bash: str, log: Callable[[str], None]) -> list[CaseRun]:
+             env: Mapping[str, str], attempt_prefix: str, bash: str, log: Callable[[str], None],
+             taken: dict[str, bytes], withheld: frozenset[str]) -> list[CaseRun]:
     """One worker job of the plan: its units in turn, with the template's running budget (campaign/budget.py)."""
     budget = job.get("budget") or {}
     share, per_trial = budget.get("job") or {}, budget.get("trial") or {}
     spent = dict.fromkeys(share, 0)
-    others = {name for other in rows.values() for name in other.get("credentials", [])}
+    # Those of every case of the contract: a case left out of this selection keeps its credentials to itself too.
+    others = withheld | {name for other in rows.values() for name in other.get("credentials", [])}
     done: list[CaseRun] = []
     for key, trial in units_of(job):
         row = rows[key]
@@ -137,7 +180,7 @@ def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], sele
                    for name, cap in share.items()}
         allowed.update({name: cap for name, cap in per_trial.items() if name not in allowed})
         cell = cells / f"{key}.json" if count == 1 else cells / key / f"trial-{trial}.json"
-        cell.parent.mkdir(parents=True, exist_ok=True)
+        _fresh_target(cells, cell)
         suffix = "" if count == 1 else f"-t{trial}"
         # As case-secrets on GitHub: a case gets its own credentials, not those other cases of the contract list.
         own = set(row.get("credentials", []))
@@ -164,9 +207,12 @@ def _run_job(command: str, job: Mapping[str, Any], rows: Mapping[str, Any], sele
                                            timeout=int(row["timeout-minutes"]) * 60).returncode
             except subprocess.TimeoutExpired:
                 exit_code = None
-        wrote = cell.is_file() and not cell.is_symlink()
-        if wrote and share:
-            for name, value in _spent_by(cell, list(share)).items():
+        data = _take(cells, cell)
+        wrote = data is not None
+        if data is not None:
+            taken[cell.relative_to(cells).as_posix()] = data
+        if data is not None and share:
+            for name, value in _spent_by(data, list(share)).items():
                 spent[name] += value
         shown = "timed out" if exit_code is None else f"exit {exit_code}"
         if wrote:

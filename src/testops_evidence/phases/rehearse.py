@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testops_evidence import casecommand, summary
 from testops_evidence.actions import Runtime
@@ -32,6 +32,9 @@ from testops_evidence.errors import EXIT_CASES_FAILED, EXIT_OK, Refusal, lookup
 from testops_evidence.interface import TOKEN_VARIABLES
 from testops_evidence.publication import report as report_tool
 from testops_evidence.runner import PhaseContext, PhaseResult, run_phase
+
+if TYPE_CHECKING:
+    from testops_evidence.contract import Contract
 
 # Variables that would make a phase believe it runs in GitHub Actions, or hand it a credential.
 _STRIPPED_PREFIXES = ("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_", "ALLURE_")
@@ -171,8 +174,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
         return _stopped(rehearsal, select)
     runs: list[casecommand.CaseRun] | None = None
     if case_command is not None:
+        from testops_evidence.contract import load_contract
+
         runs = _case_command_cells(rehearsal, case_command, select.outputs, selection_path,
-                                   select.outputs.get("selection-sha256", ""))
+                                   select.outputs.get("selection-sha256", ""), load_contract(contract_path))
     else:
         cells = _cells(rehearsal, examples, contract_path, selection_path, select.outputs.get("selection-sha256", ""),
                        guard.outputs.get("target-sha", ""))
@@ -249,7 +254,7 @@ def _agree(what: str, expected: Any, actual: Any) -> None:
 
 
 def _case_command_cells(rehearsal: Rehearsal, command: str, outputs: Mapping[str, Any], selection_path: Path,
-                        selection_sha256: str) -> list[casecommand.CaseRun]:
+                        selection_sha256: str, contract: Contract) -> list[casecommand.CaseRun]:
     """Run the user's case command for every (case, trial) of the plan, as the template's worker jobs do."""
     ctx, run_dir = rehearsal.ctx, rehearsal.run_dir
     # select's outputs as a workflow reads them: each lane's matrix as JSON text (this process wrote it).
@@ -259,10 +264,11 @@ def _case_command_cells(rehearsal: Rehearsal, command: str, outputs: Mapping[str
     ctx.runtime.log(f"\n━━━ cells: your case command runs {units} case(s), one after another, in {Path.cwd()} ━━━\n"
                     f"   {command}")
     env = casecommand.environment_for_cases(rehearsal.env, casecommand.cli_shim(run_dir / "bin"))
+    withheld = {name for case in contract.cases for name in case.credentials}
     return casecommand.run_cases(command, outputs=outputs, selection_path=selection_path,
                                  selection_sha256=selection_sha256, cells=run_dir / "cell-results",
                                  logs=run_dir / "logs" / "cases", cwd=Path.cwd(), env=env,
-                                 attempt_prefix=f"local-{run_dir.name}", log=ctx.runtime.log)
+                                 attempt_prefix=f"local-{run_dir.name}", log=ctx.runtime.log, withheld=withheld)
 
 
 # --- cells: the example harness, the cell command, shipped reports ---------------------------------------------

@@ -44,8 +44,16 @@ from testops_evidence.contract import Case, Contract
 from testops_evidence.errors import Refusal
 from testops_evidence.publication import allure
 from testops_evidence.publication.projection import Projected, project_case
-from testops_evidence.publication.stream import LEDGER_NAME, LEDGER_SCHEMA, RESULTS_DIR, published_entry
-from testops_evidence.publication.tree import write_new
+from testops_evidence.publication.stream import (
+    LEDGER_LIMIT,
+    LEDGER_NAME,
+    LEDGER_SCHEMA,
+    RESULTS_DIR,
+    check_ledger,
+    published_entry,
+    published_files,
+)
+from testops_evidence.publication.tree import check_exact, write_new
 from testops_evidence.readers.adapters.layout import collect_worker_cells
 from testops_evidence.readers.archive import extract_zip
 from testops_evidence.runner import PhaseContext, PhaseResult
@@ -120,6 +128,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                                             max_bytes=ARTIFACT_LIMIT, policy=policy)
                     stream.take(worker, data, attempt)
                 stream.publish_ready()
+                stream.confirm_resumed()
                 stream.write_ledger(complete=stream.all_ended, polls=polls)  # the publication as it grows
                 delay = FIRST_DELAY
             else:
@@ -133,6 +142,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                                      "never finished as broken", title="stream.incomplete")
                 break
             ctx.sleep(delay)
+    stream.confirm_resumed(final=True)  # a case the old ledger lists whose workers never ended: not published before
     ledger_sha = stream.write_ledger(complete=stream.all_ended, polls=polls)
     return stream.result(ledger_sha, polls)
 
@@ -169,6 +179,7 @@ class Stream:
         self.results = directory / RESULTS_DIR
         self.published: dict[str, dict[str, Any]] = {}
         self.unfinished: dict[str, str] = {}  # job -> why its cases were never published
+        self.resumed: set[str] = set()  # cases an earlier run's ledger lists, not yet re-measured by this run
         self.binding = allure.Binding(
             campaign=contract.campaign, selection_sha256=selection.digest, contract_sha256=contract.digest,
             backend=selection.backend, context=selection.document["context"], testops=selection.testops,
@@ -184,13 +195,24 @@ class Stream:
                               "not this stream's", field="stream-dir", expected="an absent or empty directory",
                               actual=str(self.directory))
             return
-        from testops_evidence.publication.stream import check_ledger
-
-        document = parse_json_bytes(read_safe_path(ledger, limit=64 * 1024 * 1024), str(ledger), "stream.ledger")
-        for entry in check_ledger(document, campaign=self.contract.campaign, selection_sha256=self.selection.digest):
+        document = parse_json_bytes(read_safe_path(ledger, limit=LEDGER_LIMIT), str(ledger), "stream.ledger")
+        entries = check_ledger(document, campaign=self.contract.campaign, selection_sha256=self.selection.digest)
+        # The ledger on disk travelled to this run without a digest: it is held to what it says. Its results
+        # directory holds exactly the files it lists (a case dropped from the ledger would otherwise be published
+        # a second time beside its first files), and every case it lists is re-measured from the bound worker
+        # artifacts before this run counts it (confirm_resumed): a status edited into it is refused, never shown.
+        check_exact(self.results, published_files(entries), code="stream.ledger",
+                    binding="the stream ledger of the earlier run", limit=LEDGER_LIMIT)
+        selected = {case.key for case in self.cases}
+        for entry in entries:
+            if entry["key"] not in selected or entry["key"] in self.published:
+                raise Refusal("stream.ledger", f"the stream ledger lists case {entry['key']!r} "
+                              + ("twice" if entry["key"] in self.published else "that the selection does not hold"),
+                              field=entry["key"], expected="each selected case at most once", actual=entry["key"])
             self.published[entry["key"]] = dict(entry)
+        self.resumed = set(self.published)
         self.ctx.runtime.log(f"stream: {len(self.published)} case(s) already published by an earlier run of this "
-                             "job; they are not published again")
+                             "job; they are checked against the workers' artifacts, not published again")
 
     def write_ledger(self, *, complete: bool, polls: int) -> str:
         context = self.selection.document["context"]
@@ -255,7 +277,7 @@ class Stream:
 
     # --- publishing the cases whose last trial is in --------------------------------------------------------------
     def ready(self) -> list[Case]:
-        return [case for case in self.cases if case.key not in self.published
+        return [case for case in self.cases if (case.key not in self.published or case.key in self.resumed)
                 and all(job in self.taken for job in self.jobs_of.get(case.key, ()))
                 and self.jobs_of.get(case.key)]
 
@@ -274,10 +296,42 @@ class Stream:
         now_ms = int(self.ctx.clock() * 1000)
         projected = [project_case(self.binding, case_outcome(case, bound), accounts, now_ms, self.ctx.new_uuid,
                                   self.owners) for case in ready]
-        self._write(projected)
+        fresh = [(case, one) for case, one in zip(ready, projected, strict=True) if case.key not in self.resumed]
         for case, one in zip(ready, projected, strict=True):
+            if case.key in self.resumed:
+                self._confirm(case.key, published_entry(one.row, sorted(self.jobs_of[case.key]), {}))
+        self._write([one for _case, one in fresh])
+        for case, one in fresh:
             self.published[case.key] = published_entry(one.row, sorted(self.jobs_of[case.key]),
                                                        {name: sha256_bytes(data) for name, data in one.files})
+
+    def _confirm(self, key: str, measured: Mapping[str, Any]) -> None:
+        """A case an earlier run's ledger lists, re-measured now from the same bound artifacts: it must say what
+        the ledger says (status, code, each trial's status, workers), or the ledger was changed after it was
+        written (``stream.ledger``); nothing is published for it either way."""
+        listed = self.published[key]
+        fields = ("status", "code", "workers")
+        got = {name: listed.get(name) for name in fields}
+        want = {name: measured.get(name) for name in fields}
+        got["trials"] = [(t.get("trial"), t.get("status")) for t in listed.get("trials") or [] if isinstance(t, dict)]
+        want["trials"] = [(t["trial"], t["status"]) for t in measured["trials"]]
+        if got != want:
+            raise Refusal("stream.ledger", f"the stream ledger of an earlier run says case {key!r} was published "
+                          f"{listed.get('status')!r}, but its workers' artifacts measure it {measured['status']!r}: "
+                          "the ledger was changed after the stream wrote it; start the stream in an empty "
+                          "stream-dir", field=key, expected=want, actual=got)
+        self.resumed.discard(key)
+
+    def confirm_resumed(self, *, final: bool = False) -> None:
+        """Every case an earlier ledger lists must have been re-measured once its workers ended: a case whose
+        worker this run saw end without it (no artifact) or never saw end cannot have been published before."""
+        open_jobs = set() if final else set(self.pending)
+        stale = sorted(key for key in self.resumed if not (self.jobs_of.get(key, set()) & open_jobs))
+        if stale:
+            raise Refusal("stream.ledger", f"the stream ledger of an earlier run lists {len(stale)} case(s) that no "
+                          "worker artifact of this run measured: the ledger was changed after the stream wrote it; "
+                          "start the stream in an empty stream-dir", field="published",
+                          expected="only cases measured by the workers' artifacts", actual=stale[:20])
 
     def _write(self, projected: Sequence[Projected]) -> None:
         """Every file of the projected cases, created (never replaced) in the growing results directory."""

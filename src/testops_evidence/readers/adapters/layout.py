@@ -53,7 +53,7 @@ from testops_evidence.campaign.cells import (
 from testops_evidence.contract import Case
 from testops_evidence.errors import Refusal
 from testops_evidence.publication.tree import Entry, check_exact, list_dir
-from testops_evidence.readers.adapters import Outcome
+from testops_evidence.readers.adapters import Outcome, artifact_path
 from testops_evidence.readers.adapters.formats import FORMATS, RESERVED, ReportFormat
 from testops_evidence.readers.adapters.frameworks import FrameworkRun, artifact_name, framework_cell
 from testops_evidence.safeio import SafeRoot, parse_json_bytes, read_safe, sha256_bytes
@@ -97,7 +97,8 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
 
     **Order**: depth first, entries of each directory by name in byte order — so a file's position is the
     order of its relative path compared component by component. Names starting with ``.`` are skipped
-    (hidden files are not reports); directories for which ``prune`` is true are not entered. Links and
+    (hidden files are not reports); directories for whose path (relative to ``root``) ``prune`` is true are not
+    entered. Links and
     other special files are refused by the safe listing (``io.unsafe_path``), never skipped. ``sizes``, when
     given, receives each found file's listed size (for budgets checked before reading).
     """
@@ -110,7 +111,7 @@ def walk(root: str | Path, relpath: str, wanted: Callable[[str], bool], *, prune
         if entry.name.startswith("."):
             continue
         if entry.is_dir:
-            if prune is None or not prune(entry.name):
+            if prune is None or not prune(prefix + entry.name):
                 found += walk(root, prefix + entry.name, wanted, prune=prune, sizes=sizes, _depth=_depth + 1)
         elif wanted(entry.name):
             found.append(prefix + entry.name)
@@ -151,12 +152,25 @@ def _directories(root: str | Path, relpath: str, name: str, recursive: bool, dep
     return found
 
 
+def _read_by_a_format(relpath: str) -> Callable[[str], bool]:
+    """Whether a directory below the case directory ``relpath`` is one a format reads as its own (its reserved
+    ``directory``: at the top of the case directory, or at any depth for a recursive format), so loose reports are
+    not looked for in it. Only those: a directory merely *named* like a top-level format's directory deeper down
+    (``results/promptfoo/``) is read by no format, so a report in it is still a loose report — never skipped
+    unread (a failing JUnit report hidden there left the case passed on the others)."""
+    def prune(path: str) -> bool:
+        below = path[len(relpath) + 1:] if relpath else path
+        name = below.rpartition("/")[2]
+        return any(fmt.directory == name and (fmt.recursive or "/" not in below) for fmt in FORMATS)
+    return prune
+
+
 def case_files(root: str | Path, relpath: str, fmt: ReportFormat) -> list[tuple[str, int]]:
     """The files of ``fmt`` in the case directory ``root/relpath`` with their listed sizes: those with a
     ``loose`` suffix outside the formats' own directories, then those in this format's own directory."""
     sizes: dict[str, int] = {}
     if fmt.loose:
-        sizes.update(listing(root, relpath, fmt.loose, recursive=fmt.recursive, prune=RESERVED.__contains__))
+        sizes.update(listing(root, relpath, fmt.loose, recursive=fmt.recursive, prune=_read_by_a_format(relpath)))
     if fmt.directory:
         for directory in _directories(root, relpath, fmt.directory, fmt.recursive):
             sizes.update(listing(root, directory, fmt.suffixes, recursive=fmt.recursive))
@@ -171,10 +185,24 @@ class Reports:
     runs: list[tuple[str, FrameworkRun]] = field(default_factory=list)  # (source, run) of framework logs
     inputs: list[tuple[str, str]] = field(default_factory=list)  # (artifact path, sha256)
     kinds: list[str] = field(default_factory=list)  # the formats read, in registry order
+    recorded: dict[str, str] = field(default_factory=dict)  # name in the cell's artifacts -> the file it names
 
     @property
     def origin(self) -> str:
         return "+".join(self.kinds)
+
+    def record(self, path: str, sha256: str, shown: str) -> None:
+        """One input, under the name the cell's ``artifacts`` list records (``artifact_path``: characters outside
+        ``[A-Za-z0-9._-]`` become ``_``). That mapping is not one-to-one (``a b.xml`` and ``a_b.xml``, ``é`` and
+        ``ü``): two files recorded under one name would leave the record unable to say which bytes a name holds,
+        so the second is refused (``export.adapter``: this case broken, as for any report it cannot read)."""
+        name = artifact_path(path)
+        first = self.recorded.setdefault(name, shown)
+        if first != shown:
+            raise Refusal("export.adapter", f"{first!r} and {shown!r} would both be recorded as the report "
+                          f"{name!r} (names keep only [A-Za-z0-9._-]; each other character becomes '_'): rename "
+                          "one of them", field=name, expected="one report per recorded name", actual=[first, shown])
+        self.inputs.append((path, sha256))
 
 
 def read_report(root: str | Path, relpath: str, limit: int, what: str) -> bytes:
@@ -205,7 +233,7 @@ def read_files(root: str | Path, names: Sequence[str], fmt: ReportFormat, report
             if fmt.framework:
                 directory, _, base = path.rpartition("/")
                 path = (f"{directory}/" if directory else "") + artifact_name(base, fmt.kind + fmt.suffixes[0])
-            reports.inputs.append((path, sha256_bytes(data)))
+            reports.record(path, sha256_bytes(data), shown + name)
             yield shown + name, data
 
     outcomes, runs = fmt.parse(files())
