@@ -276,7 +276,7 @@ EXPORT_STAGES = (
     ("testops_evidence.phases.export", "canonical_json", "canonical JSON of every document (json.dumps)"),
     ("testops_evidence.phases.export", "write_new", "create and write the 20,002 files"),
     ("testops_evidence.phases.export", "receipt_from_bytes", "check the receipt as upload will"),
-    ("testops_evidence.phases.export", "_summary", "the step summary"),
+    ("testops_evidence.summaries.export", "render", "the step summary"),
 )
 
 

@@ -165,11 +165,13 @@ def test_campaign_wiring() -> None:
     assert checked["with"]["stream-sha256"] == "${{ needs.stream.outputs.stream-sha256 }}"
     assert checked["with"]["receipt-sha256"] == "${{ steps.export.outputs.receipt-sha256 }}"
     # The stream artifact is downloaded by its id only (an empty id downloads every artifact of the run), into the
-    # fixed directory verify-stream reads: without the download, verify-stream finds nothing there and refuses.
+    # runner's temp directory; verify-stream reads it by the step's download-path (without the download it gets
+    # none, finds no stream directory at its default and refuses).
     (fetched,) = [step for step in jobs["export"]["steps"] if step.get("id") == "stream-download"]
     assert "needs.stream.outputs.stream-artifact-id != ''" in fetched["if"]
     assert fetched["with"]["artifact-ids"] == "${{ needs.stream.outputs.stream-artifact-id }}"
-    assert checked["with"]["stream-dir"] == fetched["with"]["path"] == "${{ runner.temp }}/testops-evidence-stream"
+    assert fetched["with"]["path"] == "${{ runner.temp }}/testops-evidence-stream"
+    assert checked["with"]["stream-dir"] == "${{ steps.stream-download.outputs.download-path }}"
     assert set(jobs["publish"]["needs"]) == {"select", "export"}
     for lane in ("native", "external"):
         job = jobs[lane]

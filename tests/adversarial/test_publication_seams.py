@@ -96,6 +96,9 @@ def test_a_statement_without_a_manifest_binds_the_receipt_and_results_alone(tmp_
     document = json.loads(statement.read_text())
     document["subject"] = [s for s in document["subject"] if s["name"] != "testops-evidence-tree.json"]
     statement.write_text(json.dumps(document))
+    # Each file the manifest bound is now extra, named in order: the badge, then the manifest itself.
+    assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "badge.svg")
+    (artifact / "badge.svg").unlink()
     assert audit(tmp_path, statement, artifact) == (3, "io.extra_file", "testops-evidence-tree.json")
     (artifact / "testops-evidence-tree.json").unlink()
     assert audit(tmp_path, statement, artifact)[:2] == (0, None)
