@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -388,15 +390,31 @@ def current_allows(entry: LoggedRequest, error: str) -> bool:
     return any(where.startswith("request: ") and where.removeprefix("request: ") in error for where in named)
 
 
-def test_the_recorded_requests_of_a_run_conform() -> None:
-    """Requests recorded by whole test modules (TESTOPS_EVIDENCE_RECORD_REQUESTS): all conform, or the
-    exceptions are the table's. Without recordings, there is nothing to check here."""
+# The flows whose every TestOps request is recorded and checked when no recording is given: select's binding,
+# upload (both generations, chunks, bundles, reconcile), the phases against the server of each generation.
+FLOW_MODULES = ("tests/test_select_testops.py", "tests/test_upload_testops.py", "tests/test_testops_phases.py")
+
+
+@pytest.mark.slow
+def test_the_recorded_requests_of_a_run_conform(tmp_path: Path, testops_generation: str) -> None:
+    """Every request the suite's TestOps flows send, recorded by the test servers: all conform, or the exceptions
+    are the table's. A directory of recordings from a wider run can be given with
+    TESTOPS_EVIDENCE_RECORD_REQUESTS; without one, the flow modules' tests of this generation run here, recorded,
+    in a child pytest."""
     folder = os.environ.get("TESTOPS_EVIDENCE_RECORD_REQUESTS")
     if not folder or not Path(folder).is_dir():
-        pytest.skip("set TESTOPS_EVIDENCE_RECORD_REQUESTS to a directory and run TestOps modules first")
+        folder = str(tmp_path / "recorded")
+        Path(folder).mkdir()
+        root = Path(__file__).resolve().parent.parent
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                               "-k", f"[{testops_generation}]", *FLOW_MODULES], cwd=root, capture_output=True,
+                              text=True, check=False, env={**os.environ, "TESTOPS_EVIDENCE_RECORD_REQUESTS": folder})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     by_generation = load_recorded(Path(folder))
+    assert testops_generation in by_generation, sorted(by_generation)
     assert by_generation, f"no recorded requests in {folder}"
     for generation, recorded in by_generation.items():
         report = check(recorded, generation)
+        assert report["checked"] > 0, generation
         assert report["non-conforming"] == [], (generation, len(report["non-conforming"]),
                                                 report["non-conforming"][:10])
