@@ -75,20 +75,28 @@ def _binding_uids(testops: dict[str, Any]) -> tuple[str, str]:
     return job_uid, run_uid
 
 
-def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None]) -> dict[str, Any]:
-    """Send the prepared export; the publication record (``upload.json``)."""
-    receipt = prepared.receipt
-    testops = receipt.testops
-    assert testops is not None  # bind_receipt refused a files-backend receipt
-    testops = dict(testops)
-    context = receipt.document["context"]
+@dataclass(frozen=True)
+class Session:
+    """An upload session open on the selection's job run and launch (the answer of steps 1 and 2)."""
+
+    project_id: int
+    job_run_id: int
+    launch_id: int
+    session_id: int
+    job_uid: str
+    run_uid: str
+
+
+def open_session(client: TestOpsClient, stages: Stages, testops: Mapping[str, Any], context: Mapping[str, Any],
+                 campaign: str, profile: Mapping[str, Any], *, prefix: str = "upload") -> Session:
+    """Steps 1 and 2: attach to the selection's job run and launch, bound to the uids ``select`` confirmed, and
+    open a session for the launch; once-marked as ``<prefix>-start`` and ``<prefix>-session``. The batch upload
+    and the stream (``phases/stream.py``) both open their session here."""
     job_run_id, launch_id, project_id = testops["job-run-id"], testops["launch-id"], testops["project-id"]
-    job_uid, run_uid = _binding_uids(testops)
-    rows = receipt.published_rows()
+    job_uid, run_uid = _binding_uids(dict(testops))
     if client.project_id != project_id:
         raise Refusal("upload.binding", "the TestOps project differs from the selection's", field="project-id",
                       expected=project_id, actual=client.project_id)
-    stages = Stages(marks, client, gateway_uncertain=True)
 
     # 1. start: attach to the selection's job run and launch. No job or job-run parameters: TestOps takes
     # job.parameters as a full replacement, so even [] would erase the job's own (its branch, say).
@@ -98,17 +106,17 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
         "ci": {"type": "github", "endpoint": context["server-url"]},
         "job": {"name": str(context["workflow-path"]), "uid": job_uid,
                 "url": f"{context['server-url']}/{context['repository']}/actions/workflows/{workflow_file}"},
-        "jobRun": {"id": job_run_id, "uid": run_uid, "name": f"{receipt.document['campaign']} #"
+        "jobRun": {"id": job_run_id, "uid": run_uid, "name": f"{campaign} #"
                    f"{context.get('run-number', context['run-id'])}", "url": context["run-url"]},
         "launch": {"id": launch_id},
     })
-    answer = expect_object(stages.send("upload-start", "upload-start", start,
+    answer = expect_object(stages.send(f"{prefix}-start", "upload-start", start,
                                        facts={"job-run-id": job_run_id, "launch-id": launch_id}),
                            "upload start", ("jobRunId", "launchId"))
     got_run, got_launch = expect_id(answer["jobRunId"], "jobRunId"), expect_id(answer["launchId"], "launchId")
     got_job = answer.get("jobId")
-    stages.done("upload-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch,
-                                 "job-id": got_job})
+    stages.done(f"{prefix}-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch,
+                                    "job-id": got_job})
     for field, want, got in (("jobRunId", job_run_id, got_run), ("launchId", launch_id, got_launch),
                              *((("jobId", testops.get("job-id"), got_job),) if got_job is not None else ())):
         if want != got:
@@ -122,31 +130,54 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
                       "upload names", field="jobRun.uid", expected=run_uid, actual=reported)
 
     # 2. session
-    environment = [{"key": f"profile.{k}", "value": v} for k, v in sorted(receipt.document["profile"].items())]
+    environment = [{"key": f"profile.{k}", "value": v} for k, v in sorted(profile.items())]
     environment.append({"key": "source.sha", "value": context["head-sha"]})
-    session = expect_object(stages.send("upload-session", "upload-session", api.upload_session(launch_id, environment),
+    session = expect_object(stages.send(f"{prefix}-session", "upload-session",
+                                        api.upload_session(launch_id, environment),
                                         facts={"job-run-id": job_run_id, "launch-id": launch_id}, replayable=False),
                             "upload session", ("id",))
     session_id = expect_id(session["id"], "session id")
-    stages.done("upload-session", {"outcome": "sent", "session-id": session_id})
+    stages.done(f"{prefix}-session", {"outcome": "sent", "session-id": session_id})
+    return Session(project_id, job_run_id, launch_id, session_id, job_uid, run_uid)
+
+
+def send_results(stages: Stages, session: Session, stage: str, batch: Sequence[tuple[Mapping[str, Any],
+                                                                                       dict[str, Any]]],
+                 what: str, shape: str | None) -> tuple[dict[str, int], str]:
+    """One chunk of results (receipt rows with their upload DTOs) in one once-marked request: the result id
+    TestOps answered for each uuid, and the answer's form (which must be the form of the first chunk)."""
+    facts = {"launch-id": session.launch_id, "session-id": session.session_id,
+             "results": [{"uuid": row["uuid"], "full-name": row["full-name"],
+                          "test-case-id": row["testops-id"]} for row, _dto in batch]}
+    answer = stages.send(stage, "upload-chunk", api.upload_results(session.session_id, [dto for _row, dto in batch]),
+                         facts=facts)
+    mapped, answered = api.result_ids(answer, what, [row["uuid"] for row, _dto in batch])
+    if shape is not None and answered != shape:
+        raise Refusal("testops.response_invalid", f"{what} was answered in another form than the first",
+                      field=what, expected=shape, actual=answered)
+    stages.done(stage, {"outcome": "sent", "result-ids": mapped})
+    return mapped, answered
+
+
+def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None]) -> dict[str, Any]:
+    """Send the prepared export; the publication record (``upload.json``)."""
+    receipt = prepared.receipt
+    testops = receipt.testops
+    assert testops is not None  # bind_receipt refused a files-backend receipt
+    context = receipt.document["context"]
+    rows = receipt.published_rows()
+    stages = Stages(marks, client, gateway_uncertain=True)
+    session = open_session(client, stages, testops, context, str(receipt.document["campaign"]),
+                           receipt.document["profile"])
+    job_run_id, launch_id, project_id = session.job_run_id, session.launch_id, session.project_id
+    job_uid, run_uid, session_id = session.job_uid, session.run_uid, session.session_id
 
     # 3. results, in chunks; the first answer's shape says what the server supports
     result_ids: dict[str, int] = {}
     shape: str | None = None
     batches = list(chunks(list(zip(rows, prepared.dtos, strict=True)), CHUNK_SIZE))
     for number, batch in enumerate(batches, start=1):
-        stage = f"upload-chunk-{number}"
-        facts = {"launch-id": launch_id, "session-id": session_id,
-                 "results": [{"uuid": row["uuid"], "full-name": row["full-name"],
-                              "test-case-id": row["testops-id"]} for row, _dto in batch]}
-        answer = stages.send(stage, "upload-chunk", api.upload_results(session_id, [dto for _row, dto in batch]),
-                             facts=facts)
-        mapped, answered = api.result_ids(answer, f"upload chunk {number}", [row["uuid"] for row, _dto in batch])
-        if shape is not None and answered != shape:
-            raise Refusal("testops.response_invalid", f"upload chunk {number} was answered in another form than "
-                          "the first", field=f"upload chunk {number}", expected=shape, actual=answered)
-        shape = answered
-        stages.done(stage, {"outcome": "sent", "result-ids": mapped})
+        mapped, shape = send_results(stages, session, f"upload-chunk-{number}", batch, f"upload chunk {number}", shape)
         result_ids.update(mapped)
         if number % 10 == 0 or number == len(batches):
             log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} of {len(batches)} chunks)")
