@@ -77,12 +77,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       "Actions there is no run (export the cell-results directory instead)", field="GITHUB_ACTIONS",
                       expected="true", actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
     backend = ctx.backend()
-    if backend_class(backend).remote:
-        # This release streams into a publication on the runner; a backend whose evidence leaves the machine
-        # takes the campaign after the matrix.
-        raise Refusal("stream.unsupported", f"stream publishes to a publication on this runner; the {backend} "
-                      "backend takes the campaign after the matrix (`publish: batch`)", field="backend",
-                      expected="a backend that publishes on this runner (files)", actual=backend)
+    if backend_class(backend).remote and backend != "testops":
+        raise Refusal("stream.unsupported", f"stream publishes to the files backend or into a TestOps launch; the "
+                      f"{backend} backend takes the campaign after the matrix (`publish: batch`)", field="backend",
+                      expected="files or testops", actual=backend)
     live = ctx.readmit()
     path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     digest, _given = read_travelled(path, ctx.settings.string("selection-sha256"), in_actions=True)
@@ -92,6 +90,13 @@ def run(ctx: PhaseContext) -> PhaseResult:
     _supported(contract, cases)
     plan = plan_matrices(cases, contract.lanes, budget=contract.budget).jobs()
     stream = Stream(ctx, contract, selection, cases, plan, prefix, ctx.settings.path("stream-dir") or DEFAULT_DIR)
+    if backend == "testops":
+        if selection.testops is None or selection.document["context"].get("local"):
+            raise Refusal("selection.job_run_binding", "stream to TestOps needs a selection made by the testops "
+                          "backend in this run (it names the job run and launch the results go into)",
+                          field="testops", expected="the selection's TestOps binding", actual=selection.backend,
+                          hint="Select with the testops backend, or stream with `backend: files`.")
+        stream.sink = TestOpsSink(ctx, selection)
     token = github_run.require_token(ctx.github_token())
     policy = github_run.request_policy(ctx.env, ctx.sleep)
     attempt = live.run_attempt
@@ -134,7 +139,78 @@ def run(ctx: PhaseContext) -> PhaseResult:
                 break
             ctx.sleep(delay)
     ledger_sha = stream.write_ledger(complete=stream.all_ended, polls=polls)
+    if stream.sink is not None:
+        stream.sink.close()
     return stream.result(ledger_sha, polls)
+
+
+class TestOpsSink:
+    """The stream's results sent into the selection's TestOps launch as they come: one session (once-marked
+    ``stream-start`` / ``stream-session``, opened at the first ready case), then each poll's ready cases in chunks
+    of ``CHUNK_SIZE`` results, each chunk once-marked by the digest of its first case's key. The token is the
+    stream job's; workers never hold it."""
+
+    __test__ = False
+
+    def __init__(self, ctx: PhaseContext, selection: Selection) -> None:
+        from testops_evidence.testops.stages import Stages
+
+        pending = [stage for stage in ctx.state.pending_markers() if stage.startswith("stream-")]
+        if pending:
+            raise Refusal("upload.already_started", f"an earlier stream in this state directory did not finish "
+                          f"({len(pending)} uncertain stage(s): {', '.join(pending[:5])}); run reconcile",
+                          field="once-markers", expected="none pending", actual=pending[:20])
+        self.ctx, self.selection = ctx, selection
+        self.client = ctx.testops_client()
+        self.stages = Stages(ctx.state, self.client, gateway_uncertain=True)
+        self.session: Any = None
+        self.shape: str | None = None
+        self.requests = 0
+
+    def _open(self) -> Any:
+        from testops_evidence.testops.publish import Session, open_session
+
+        if self.session is None:
+            state = self.ctx.state
+            testops = self.selection.testops
+            assert testops is not None  # a TestOps selection names its job run and launch
+            if state.has("done-stream-session.json"):  # a re-run of the stream job continues its session
+                start, opened = state.read_receipt("done-stream-start.json"), state.read_receipt(
+                    "done-stream-session.json")
+                self.session = Session(testops["project-id"], start["job-run-id"], start["launch-id"],
+                                       opened["session-id"], str(testops["job-uid"]), str(testops["job-run-uid"]))
+            else:
+                document = self.selection.document
+                self.session = open_session(self.client, self.stages, testops, document["context"],
+                                            str(document["campaign"]), document["profile"], prefix="stream")
+        return self.session
+
+    def send(self, projected: Sequence[Projected]) -> list[dict[str, int]]:
+        """Each projected case's results, chunked; the result ids TestOps answered, per case."""
+        from testops_evidence.campaign.receipt import trial_rows
+        from testops_evidence.publication.files import CHUNK_SIZE, chunks, result_dto
+        from testops_evidence.testops.publish import send_results
+
+        session = self._open()
+        items: list[tuple[int, Mapping[str, Any], dict[str, Any]]] = []
+        for index, one in enumerate(projected):
+            files = dict(one.files)
+            for row in (*trial_rows(one.row), one.row):
+                name = str(row["result-file"])
+                items.append((index, row, result_dto(parse_json_bytes(files[name], name, "stream.result"))))
+        ids: list[dict[str, int]] = [{} for _ in projected]
+        for batch in chunks(items, CHUNK_SIZE):
+            first = str(batch[0][1]["key"])
+            stage = f"stream-results-{sha256_bytes(first.encode())[:24]}-{len(batch)}"
+            mapped, self.shape = send_results(self.stages, session, stage, [(row, dto) for _i, row, dto in batch],
+                                              f"stream chunk of {first}", self.shape)
+            for index, row, _dto in batch:
+                ids[index][str(row["uuid"])] = mapped[str(row["uuid"])]
+        self.requests = self.client.request_count
+        return ids
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def _supported(contract: Contract, cases: Sequence[Case]) -> None:
@@ -168,6 +244,7 @@ class Stream:
         self.files: list[CellFile] = []
         self.results = directory / RESULTS_DIR
         self.published: dict[str, dict[str, Any]] = {}
+        self.sink: TestOpsSink | None = None
         self.unfinished: dict[str, str] = {}  # job -> why its cases were never published
         self.binding = allure.Binding(
             campaign=contract.campaign, selection_sha256=selection.digest, contract_sha256=contract.digest,
@@ -275,9 +352,13 @@ class Stream:
         projected = [project_case(self.binding, case_outcome(case, bound), accounts, now_ms, self.ctx.new_uuid,
                                   self.owners) for case in ready]
         self._write(projected)
-        for case, one in zip(ready, projected, strict=True):
-            self.published[case.key] = published_entry(one.row, sorted(self.jobs_of[case.key]),
-                                                       {name: sha256_bytes(data) for name, data in one.files})
+        sent = self.sink.send(projected) if self.sink is not None else [None] * len(projected)
+        for case, one, ids in zip(ready, projected, sent, strict=True):
+            entry = published_entry(one.row, sorted(self.jobs_of[case.key]),
+                                    {name: sha256_bytes(data) for name, data in one.files})
+            if ids is not None:
+                entry["testops-result-ids"] = ids
+            self.published[case.key] = entry
 
     def _write(self, projected: Sequence[Projected]) -> None:
         """Every file of the projected cases, created (never replaced) in the growing results directory."""

@@ -1,0 +1,133 @@
+"""stream with the TestOps backend: each ready case's results go into the selection's launch while the matrix
+runs (GitHub REST test server for the run's jobs, TestOps test server of both generations for the launch), through
+the batch upload's session and chunk code, once-marked, so a re-run of the stream job sends nothing twice."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import test_stream
+from evidence_support import (
+    HEAD_SHA,
+    RUN_ID,
+    SENTINEL,
+    TestOpsBinding,
+    bound_to,
+    cell,
+    make_selection,
+    small_contract,
+    write_contract,
+    write_worker_record,
+)
+from helpers import secret_leaks
+from servers.github_server import GitHubServer
+from servers.testops_server import TestOpsServer
+from testops_evidence.campaign.matrix import plan_matrices
+from testops_evidence.publication.stream import LEDGER_NAME
+
+CONTRACT = small_contract(cases=6, testops=True)
+JOBS = plan_matrices(list(CONTRACT.cases), CONTRACT.lanes).jobs()
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubServer]:
+    with GitHubServer(token=test_stream.TOKEN) as server:
+        server.add_run("acme/agents", RUN_ID, head_sha=HEAD_SHA, run_number=42)
+        yield server
+
+
+@pytest.fixture
+def testops(testops_generation: str) -> Iterator[TestOpsServer]:
+    with TestOpsServer(token=SENTINEL) as server:
+        yield server
+
+
+class TestOpsStream(test_stream.Campaign):
+    """The stream's campaign bound to a job run and launch of the TestOps test server."""
+
+    __test__ = False
+
+    def __init__(self, tmp_path: Path, github: GitHubServer, server: TestOpsServer) -> None:
+        super().__init__(tmp_path, github)
+        job_uid = f"acme/agents_{self.env['GITHUB_WORKFLOW']}"
+        seeded = server.seed_contract(CONTRACT, job_url="https://github.com/acme/agents/actions/workflows/"
+                                      "agent-evals.yml", job_external_id=job_uid)
+        self.launch = server.add_launch(CONTRACT.testops.project_id, "Agent protocol evals #42")
+        self.jobrun = server.add_jobrun(seeded["job-id"], launch_id=self.launch["id"],
+                                        url=f"https://github.com/acme/agents/actions/runs/{RUN_ID}",
+                                        case_ids=seeded["case-ids"])
+        binding = TestOpsBinding(endpoint=server.url, project_id=CONTRACT.testops.project_id,
+                                 plan_id=CONTRACT.testops.plan_id, plan_name=CONTRACT.testops.plan_name,
+                                 job_run_id=self.jobrun["id"], job_id=seeded["job-id"], launch_id=self.launch["id"],
+                                 job_uid=job_uid, job_run_uid=str(RUN_ID))
+        selection, self.digest = make_selection(tmp_path, CONTRACT, self.env, testops=binding,
+                                                 name="selection-testops.json")
+        self.env = {**self.env, "ALLURE_TOKEN": SENTINEL}
+        self.options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
+                        "selection-path": str(selection), "selection-sha256": self.digest,
+                        "artifact-prefix": test_stream.PREFIX, "testops-endpoint": server.url}
+        self.server = server
+
+    def artifact_zip_as(self, job: str, where: str, failing: frozenset[str] = frozenset()) -> bytes:
+        directory = self.tmp / where / job
+        directory.mkdir(parents=True)
+        for key, _trial in JOBS[job]:
+            failed = [next(iter(CONTRACT.case(key).checks))] if key in failing else []
+            document = cell(CONTRACT, key, disposition="behavior_failure" if failed else "passed", failed=failed)
+            (directory / f"{key}.json").write_text(json.dumps(bound_to(document, self.digest)))
+        write_worker_record(directory, job, self.digest)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path in sorted(directory.rglob("*")):
+                archive.write(path, str(path.relative_to(directory)))
+        return buffer.getvalue()
+
+    def stored(self) -> dict[str, str]:
+        return {r["fullName"]: r["status"] for r in self.server.launch_results(self.launch["id"])}
+
+
+def test_results_reach_the_launch_before_the_last_worker_ends_and_a_rerun_sends_nothing_again(
+        tmp_path: Path, github: GitHubServer, testops: TestOpsServer) -> None:
+    campaign = TestOpsStream(tmp_path, github, testops)
+    jobs = list(JOBS)
+    assert len(jobs) >= 2
+    for job in jobs:
+        campaign.start(job)
+    seen: list[int] = []
+
+    def then_finish(job: str) -> Callable[[], None]:
+        def step() -> None:
+            seen.append(len(campaign.stored()))  # what TestOps holds before this worker ends
+            campaign.finish(job, failing=frozenset({"budget-stop"}))
+        return step
+
+    run, _clock = campaign.stream([then_finish(job) for job in jobs])
+    assert run.exit_code == 0, run.summary
+    last = len(JOBS[jobs[-1]])
+    # While the last worker still ran, every other worker's cases were already in the launch.
+    assert seen[0] == 0 and seen[-1] == len(CONTRACT.cases) - last and seen == sorted(seen)
+    stored = campaign.stored()
+    assert len(stored) == len(CONTRACT.cases)
+    assert stored["agents/protocol/budget-stop"] == "failed"
+    assert list(stored.values()).count("passed") == len(CONTRACT.cases) - 1
+    # One session for the whole stream; one chunk request per poll that made cases ready.
+    routes = [(e.method, e.route) for e in testops.mutations()]
+    assert routes[:2] == [("POST", "/upload/start"), ("POST", "/upload/session")]
+    assert routes[2:] == [("POST", "/upload/test-result")] * len(jobs)
+    ledger = json.loads((tmp_path / "stream" / LEDGER_NAME).read_text())
+    ids = {entry["key"]: entry["testops-result-ids"] for entry in ledger["published"]}
+    by_id = {r["id"]: r for r in testops.launch_results(campaign.launch["id"])}
+    assert sorted(i for one in ids.values() for i in one.values()) == sorted(by_id)
+    assert secret_leaks(run, SENTINEL, tmp_path / "stream") == []
+
+    # A re-run of the stream job (same state and stream directories) sends nothing again.
+    before = len(testops.mutations())
+    again, _clock = campaign.stream([])
+    assert again.exit_code == 0, again.summary
+    assert len(testops.mutations()) == before and len(campaign.stored()) == len(CONTRACT.cases)
