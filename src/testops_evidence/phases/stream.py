@@ -245,6 +245,7 @@ class Stream:
         self.results = directory / RESULTS_DIR
         self.published: dict[str, dict[str, Any]] = {}
         self.sink: TestOpsSink | None = None
+        self.result_form: str | None = None  # the form TestOps answered an earlier run's results in
         self.unfinished: dict[str, str] = {}  # job -> why its cases were never published
         self.binding = allure.Binding(
             campaign=contract.campaign, selection_sha256=selection.digest, contract_sha256=contract.digest,
@@ -266,6 +267,8 @@ class Stream:
         document = parse_json_bytes(read_safe_path(ledger, limit=64 * 1024 * 1024), str(ledger), "stream.ledger")
         for entry in check_ledger(document, campaign=self.contract.campaign, selection_sha256=self.selection.digest):
             self.published[entry["key"]] = dict(entry)
+        form = document.get("testops-result-form") if isinstance(document, dict) else None
+        self.result_form = form if isinstance(form, str) else None
         self.ctx.runtime.log(f"stream: {len(self.published)} case(s) already published by an earlier run of this "
                              "job; they are not published again")
 
@@ -281,6 +284,9 @@ class Stream:
                            for job, why in sorted(self.unfinished.items())],
             "running": [{"job": job, "cases": list(self.case_plan[job])} for job in sorted(self.pending)],
         }
+        form = self.sink.shape if self.sink is not None and self.sink.shape is not None else self.result_form
+        if form is not None:
+            document["testops-result-form"] = form
         data = canonical_json(document)
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomic(self.directory / LEDGER_NAME, data)
@@ -357,7 +363,7 @@ class Stream:
             entry = published_entry(one.row, sorted(self.jobs_of[case.key]),
                                     {name: sha256_bytes(data) for name, data in one.files})
             if ids is not None:
-                entry["testops-result-ids"] = ids
+                entry["testops-result-ids"] = list(ids.values())  # in the order of the case's rows, trials first
             self.published[case.key] = entry
 
     def _write(self, projected: Sequence[Projected]) -> None:

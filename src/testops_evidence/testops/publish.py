@@ -159,8 +159,14 @@ def send_results(stages: Stages, session: Session, stage: str, batch: Sequence[t
     return mapped, answered
 
 
-def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None]) -> dict[str, Any]:
-    """Send the prepared export; the publication record (``upload.json``)."""
+def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None], *,
+           streamed: Mapping[str, Sequence[int]] | None = None, streamed_form: str | None = None) -> dict[str, Any]:
+    """Send the prepared export; the publication record (``upload.json``).
+
+    ``streamed``: the cases the stream job already sent into this launch (case key -> the result ids TestOps
+    answered, one per published row of the case, in the receipt's order; the ledger was held to the receipt
+    before). Their results are not sent again: their ids stand in the record for verify, and only the evidence
+    and the stop cover them."""
     receipt = prepared.receipt
     testops = receipt.testops
     assert testops is not None  # bind_receipt refused a files-backend receipt
@@ -175,12 +181,28 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
     # 3. results, in chunks; the first answer's shape says what the server supports
     result_ids: dict[str, int] = {}
     shape: str | None = None
-    batches = list(chunks(list(zip(rows, prepared.dtos, strict=True)), CHUNK_SIZE))
+    streamed = streamed or {}
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_case.setdefault(str(row["key"]), []).append(row)
+    for key, ids in streamed.items():
+        case_rows = by_case.get(key, [])
+        if len(ids) != len(case_rows):
+            raise Refusal("stream.mismatch", f"the stream sent {len(ids)} result(s) of case {key!r} to TestOps, the "
+                          f"export has {len(case_rows)}", field=key, expected=len(case_rows), actual=len(ids))
+        result_ids.update({str(row["uuid"]): int(i) for row, i in zip(case_rows, ids, strict=True)})
+    to_send = [(row, dto) for row, dto in zip(rows, prepared.dtos, strict=True) if str(row["key"]) not in streamed]
+    if streamed:
+        log(f"{len(result_ids)} result(s) of {len(streamed)} case(s) were sent by the stream job; "
+            f"{len(to_send)} remain")
+    batches = list(chunks(to_send, CHUNK_SIZE))
     for number, batch in enumerate(batches, start=1):
         mapped, shape = send_results(stages, session, f"upload-chunk-{number}", batch, f"upload chunk {number}", shape)
         result_ids.update(mapped)
         if number % 10 == 0 or number == len(batches):
             log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} of {len(batches)} chunks)")
+    if shape is None:  # everything was streamed: the form the stream's answers came in says it
+        shape = streamed_form
     capabilities = api.capabilities_from(shape)
     log(f"TestOps answered the results {capabilities['result-ids']}: "
         + ("launch attachments" if capabilities["launch-attachment"] else "no launch attachments (25.4)"))
