@@ -727,6 +727,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "zstd": lambda cfg: __import__("zstd_decode").bench_zstd(cfg),
     "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
     "stream": lambda cfg: __import__("stream_requests").bench_stream(cfg),
+    "stream-testops": lambda cfg: __import__("stream_requests").bench_stream_testops(cfg),
 }
 
 

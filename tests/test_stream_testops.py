@@ -30,6 +30,7 @@ from helpers import run_mode, secret_leaks
 from servers.github_server import GitHubServer
 from servers.testops_server import TestOpsServer
 from testops_evidence.campaign.matrix import plan_matrices
+from testops_evidence.contract import Contract
 from testops_evidence.publication.stream import LEDGER_NAME
 
 CONTRACT = small_contract(cases=6, testops=True)
@@ -54,24 +55,26 @@ class TestOpsStream(test_stream.Campaign):
 
     __test__ = False
 
-    def __init__(self, tmp_path: Path, github: GitHubServer, server: TestOpsServer) -> None:
+    def __init__(self, tmp_path: Path, github: GitHubServer, server: TestOpsServer,
+                 contract: Contract = CONTRACT) -> None:
         tmp_path.mkdir(parents=True, exist_ok=True)
         super().__init__(tmp_path, github)
+        self.contract, self.jobs = contract, plan_matrices(list(contract.cases), contract.lanes).jobs()
         job_uid = f"acme/agents_{self.env['GITHUB_WORKFLOW']}"
-        seeded = server.seed_contract(CONTRACT, job_url="https://github.com/acme/agents/actions/workflows/"
+        seeded = server.seed_contract(contract, job_url="https://github.com/acme/agents/actions/workflows/"
                                       "agent-evals.yml", job_external_id=job_uid)
-        self.launch = server.add_launch(CONTRACT.testops.project_id, "Agent protocol evals #42")
+        self.launch = server.add_launch(contract.testops.project_id, "Agent protocol evals #42")
         self.jobrun = server.add_jobrun(seeded["job-id"], launch_id=self.launch["id"],
                                         url=f"https://github.com/acme/agents/actions/runs/{RUN_ID}",
                                         case_ids=seeded["case-ids"])
-        binding = TestOpsBinding(endpoint=server.url, project_id=CONTRACT.testops.project_id,
-                                 plan_id=CONTRACT.testops.plan_id, plan_name=CONTRACT.testops.plan_name,
+        binding = TestOpsBinding(endpoint=server.url, project_id=contract.testops.project_id,
+                                 plan_id=contract.testops.plan_id, plan_name=contract.testops.plan_name,
                                  job_run_id=self.jobrun["id"], job_id=seeded["job-id"], launch_id=self.launch["id"],
                                  job_uid=job_uid, job_run_uid=str(RUN_ID))
-        selection, self.digest = make_selection(tmp_path, CONTRACT, self.env, testops=binding,
+        selection, self.digest = make_selection(tmp_path, contract, self.env, testops=binding,
                                                  name="selection-testops.json")
         self.token_env = {**self.env, "ALLURE_TOKEN": SENTINEL}  # the stream and publish jobs' (never a worker's)
-        self.options = {"contract": str(write_contract(CONTRACT, tmp_path / "contract.json")),
+        self.options = {"contract": str(write_contract(contract, tmp_path / "contract.json")),
                         "selection-path": str(selection), "selection-sha256": self.digest,
                         "artifact-prefix": test_stream.PREFIX, "testops-endpoint": server.url}
         self.server = server
@@ -79,9 +82,9 @@ class TestOpsStream(test_stream.Campaign):
     def artifact_zip_as(self, job: str, where: str, failing: frozenset[str] = frozenset()) -> bytes:
         directory = self.tmp / where / job
         directory.mkdir(parents=True)
-        for key, _trial in JOBS[job]:
-            failed = [next(iter(CONTRACT.case(key).checks))] if key in failing else []
-            document = cell(CONTRACT, key, disposition="behavior_failure" if failed else "passed", failed=failed)
+        for key, _trial in self.jobs[job]:
+            failed = [next(iter(self.contract.case(key).checks))] if key in failing else []
+            document = cell(self.contract, key, disposition="behavior_failure" if failed else "passed", failed=failed)
             (directory / f"{key}.json").write_text(json.dumps(bound_to(document, self.digest)))
         write_worker_record(directory, job, self.digest)
         buffer = io.BytesIO()
