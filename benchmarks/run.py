@@ -728,6 +728,7 @@ BENCHMARKS: dict[str, Callable[[Config], list[Figure]]] = {
     "hostile": lambda cfg: __import__("hostile_artifact").bench_hostile(cfg),
     "parsers": lambda cfg: __import__("parsers").bench_parsers(cfg),
     "stream": lambda cfg: __import__("stream_requests").bench_stream(cfg),
+    "stream-testops": lambda cfg: __import__("stream_requests").bench_stream_testops(cfg),
 }
 
 

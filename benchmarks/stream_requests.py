@@ -117,6 +117,75 @@ def _campaign(work: Path, cases: int, waves: int) -> dict[str, Any]:
                 "stream-routes": dict(stream_routes), "batch-routes": dict(batch_routes)}
 
 
+def _testops(work: Path, cases: int, waves: int, generation: str) -> dict[str, Any]:
+    """TestOps requests of one campaign: the stream job's (start, session, one chunk per poll that made cases
+    ready) plus the publish job's upload and verify after it, beside the batch path's upload and verify of the
+    same cells on a fresh server. Counted in the TestOps test server's log (every request, the token's too)."""
+    import test_stream
+    from evidence_support import HEAD_SHA, RUN_ID, SENTINEL, small_contract
+    from servers import conformance
+    from servers.github_server import GitHubServer
+    from servers.testops_server import TestOpsServer
+    from test_stream_testops import TestOpsStream, publish
+
+    contract = small_contract(cases=cases, testops=True)
+    previous, conformance.DEFAULT_GENERATION = conformance.DEFAULT_GENERATION, generation
+    counts: dict[str, Any] = {"cases": cases, "waves": waves, "generation": generation}
+    try:
+        for way in ("stream", "batch"):
+            with GitHubServer(token=test_stream.TOKEN) as github, TestOpsServer(token=SENTINEL) as testops:
+                github.add_run("acme/agents", RUN_ID, head_sha=HEAD_SHA, run_number=42)
+                campaign = TestOpsStream(work / way, github, testops, contract)
+                names = list(campaign.jobs)
+                counts["jobs"] = len(names)
+                testops.reset_log()
+                stream_outputs = None
+                if way == "stream":
+                    for job in names:
+                        campaign.start(job)
+                    size = -(-len(names) // waves)
+                    batches = [names[i:i + size] for i in range(0, len(names), size)]
+                    run, _clock = campaign.stream([lambda batch=batch, c=campaign: [c.finish(job) for job in batch]
+                                                   for batch in batches])
+                    assert run.exit_code == 0, run.summary
+                    counts["stream-job"] = len(testops.log)
+                    counts["stream-routes"] = dict(Counter(e.route for e in testops.log))
+                    stream_outputs = run.outputs
+                    testops.reset_log()
+                else:
+                    for job in names:
+                        campaign.finish(job)
+                uploaded, verified = publish(campaign, stream_outputs)
+                assert uploaded.exit_code == 0 and verified.exit_code == 0, (uploaded.summary, verified.summary)
+                counts[f"{way}-publish"] = len(testops.log)
+                counts[f"{way}-publish-routes"] = dict(Counter(e.route for e in testops.log))
+    finally:
+        conformance.DEFAULT_GENERATION = previous
+    return counts
+
+
+def bench_stream_testops(cfg: Any = None) -> list[Figure]:
+    quick = bool(getattr(cfg, "quick", False)) or "--quick" in sys.argv
+    smoke = bool(getattr(cfg, "smoke", False)) or "--smoke" in sys.argv
+    sizes = ([(30, 3, "current")] if smoke else [(100, 10, "current"), (100, 10, "25.4")] if quick else
+             [(100, 10, "current"), (100, 10, "25.4"), (1000, 10, "current"), (1000, 50, "current")])
+    figures = []
+    for cases, waves, generation in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            found = _testops(Path(tmp), cases, waves, generation)
+        stream_total = found["stream-job"] + found["stream-publish"]
+        batch_total = found["batch-publish"]
+        figures.append(Figure(f"testops {generation} {cases} cases, {found['jobs']} jobs, {waves} waves",
+                              round(stream_total / cases, 4), "no result sent twice; chunks <= polls + results/100",
+                              "/upload/test-result" not in found["stream-publish-routes"]
+                              and found["stream-routes"].get("/upload/test-result", 0) <= waves + 1 + -(-cases // 100),
+                              f"stream job {found['stream-job']} + publish job {found['stream-publish']} vs batch "
+                              f"{batch_total} ({round(batch_total / cases, 4)}/result); stream "
+                              f"{found['stream-routes']}, after it {found['stream-publish-routes']}, batch "
+                              f"{found['batch-publish-routes']}"))
+    return figures
+
+
 def _polls(work: Path) -> int:
     return int(json.loads((work / "stream" / "stream.json").read_text())["polls"])
 
@@ -141,4 +210,4 @@ def bench_stream(cfg: Any = None) -> list[Figure]:
 
 
 if __name__ == "__main__":
-    print_figures(bench_stream())
+    print_figures(bench_stream() if "--testops" not in sys.argv else bench_stream_testops())

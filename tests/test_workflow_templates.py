@@ -31,7 +31,7 @@ THIRD_PARTY = re.compile(r"^(actions/(checkout|upload-artifact|download-artifact
 # which also names its cell artifact. (Not strategy.job-index: act leaves it empty, and export binds cells
 # to the plan's job names.)
 MATRIX_ID = "${{ matrix.job }}"
-TOKEN_JOBS = {"campaign.yml": {"select", "publish"}, "bootstrap.yml": {"bootstrap"}, "import.yml": set()}
+TOKEN_JOBS = {"campaign.yml": {"select", "stream", "publish"}, "bootstrap.yml": {"bootstrap"}, "import.yml": set()}
 
 
 def load(name: str) -> dict[str, Any]:
@@ -155,12 +155,13 @@ def test_campaign_wiring() -> None:
     assert "testops-token" not in guard["with"] and "testops-token" in select["with"]
     assert guard["with"]["contract"] == select["with"]["contract"] and guard["with"]["local"] == select["with"]["local"]
     assert set(jobs["export"]["needs"]) == {"select", "native", "external", "stream"}
-    # publish: stream — beside the matrix: it needs select, not the workers, and never holds the TestOps token.
+    # publish: stream — beside the matrix: it needs select, not the workers; it holds the TestOps token (it sends
+    # the ready cases into the launch with the TestOps backend), the workers never do.
     stream = jobs["stream"]
     assert stream["needs"] == "select" and "inputs.publish == 'stream'" in stream["if"]
     assert stream["permissions"] == {"contents": "read", "actions": "read"}
     (streamed,) = [step for step in our_steps(stream) if step["with"]["mode"] == "stream"]
-    assert "testops-token" not in streamed["with"]
+    assert streamed["with"]["testops-token"] == "${{ !inputs.local && secrets.testops-token || '' }}"
     (checked,) = [step for step in our_steps(jobs["export"]) if step["with"]["mode"] == "verify-stream"]
     assert checked["with"]["stream-sha256"] == "${{ needs.stream.outputs.stream-sha256 }}"
     assert checked["with"]["receipt-sha256"] == "${{ steps.export.outputs.receipt-sha256 }}"
@@ -172,7 +173,9 @@ def test_campaign_wiring() -> None:
     assert fetched["with"]["artifact-ids"] == "${{ needs.stream.outputs.stream-artifact-id }}"
     assert fetched["with"]["path"] == "${{ runner.temp }}/testops-evidence-stream"
     assert checked["with"]["stream-dir"] == "${{ steps.stream-download.outputs.download-path }}"
-    assert set(jobs["publish"]["needs"]) == {"select", "export"}
+    assert set(jobs["publish"]["needs"]) == {"select", "export", "stream"}
+    (uploaded,) = [step for step in our_steps(jobs["publish"]) if step["with"]["mode"] == "upload"]
+    assert uploaded["with"]["stream-sha256"] == "${{ inputs.publish == 'stream' && needs.stream.outputs.stream-sha256 || '' }}"
     for lane in ("native", "external"):
         job = jobs[lane]
         assert job["needs"] == "select"

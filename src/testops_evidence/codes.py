@@ -635,11 +635,10 @@ REGISTRY: dict[str, CodeSpec] = dict(
               cause="The token secret is not passed to the job, or the contract has no `testops` section."),
         # --- stream: each case published as its workers end; verify-stream ------------------------------
         _spec("stream.unsupported", _U, "this campaign cannot be streamed: its verdicts depend on more than each "
-              "case's own cells, or its backend takes the campaign after the matrix",
+              "case's own cells (a `budget`, or cases `measured-by: remote`)",
               "Publish it with `publish: batch` (the default), or stream a campaign without a budget or remote "
-              "cases to the files backend.",
-              cause="A contract with a `budget`, cases `measured-by: remote`, or `backend: testops` with "
-                    "`publish: stream`."),
+              "cases.",
+              cause="A contract with a `budget`, or cases `measured-by: remote`, with `publish: stream`."),
         _spec("stream.ledger", _I, "the stream ledger, or the files it lists, are not what the stream job wrote",
               "Pass the stream job's `stream-sha256` output and download its artifact by id into a fresh "
               "directory; run the campaign again if the artifact was changed.",

@@ -59,11 +59,12 @@ INPUTS: tuple[InputSpec, ...] = (
     InputSpec("github-token", "Token for the GitHub REST API (run, artifacts). Honours GITHUB_API_URL (GHES).",
               "${{ github.token }}", kind="secret", env_fallbacks=("GITHUB_TOKEN", "GH_TOKEN")),
     InputSpec("testops-token", "Allure TestOps API token; only for the token phases (bootstrap, launch, select, "
-              "upload, verify, reconcile). Worker phases refuse if any TestOps token variable exists.",
+              "stream, upload, verify, reconcile). Worker phases refuse if any TestOps token variable exists.",
               None, kind="secret", env_fallbacks=("ALLURE_TOKEN", "TESTOPS_TOKEN")),
     # Only the phases that talk to TestOps (TOKEN_PHASES) read these: every other --help stays free of them.
     InputSpec("testops-endpoint", "Override of the contract's TestOps endpoint.", "",
-              ("bootstrap", "launch", "select", "upload", "verify", "reconcile"), env_fallbacks=("ALLURE_ENDPOINT",)),
+              ("bootstrap", "launch", "select", "stream", "upload", "verify", "reconcile"),
+              env_fallbacks=("ALLURE_ENDPOINT",)),
     InputSpec("testops-project-id", "Override of the contract's TestOps project id.", "",
               ("bootstrap", "launch", "select", "upload", "verify", "reconcile"), kind="int",
               env_fallbacks=("ALLURE_PROJECT_ID",)),
@@ -161,13 +162,14 @@ INPUTS: tuple[InputSpec, ...] = (
               ("verify",), kind="int"),
     # --- stream / verify-stream
     InputSpec("stream-dir", "stream: where the cases are published as their workers end (`allure-results/` and the "
-              "ledger `stream.json`); verify-stream: the same directory, downloaded.", "testops-evidence-stream",
-              ("stream", "verify-stream"), kind="path"),
+              "ledger `stream.json`); verify-stream, and upload after a stream to TestOps: the same directory, "
+              "downloaded.", "testops-evidence-stream", ("stream", "verify-stream", "upload"), kind="path"),
     InputSpec("stream-deadline-seconds", "stream: how long to watch the worker jobs at most; the cases of workers "
               "still running then are left to export, which reports any that never finished.", "21600",
               ("stream",), kind="int"),
     InputSpec("stream-sha256", "verify-stream: the stream job's `stream-sha256` output (required inside GitHub "
-              "Actions): the ledger is re-hashed against it.", "", ("verify-stream",)),
+              "Actions): the ledger is re-hashed against it. upload (TestOps backend): when set, the cases the stream "
+              "already sent into the launch are not sent again.", "", ("verify-stream", "upload")),
     InputSpec("verify-depth", "verify: `page` (list pages only) or `detail` (also fetch each result once to "
               "check its job run).", "page", ("verify",)),
     InputSpec("check-run", "verify: also report the campaign summary as a check run on the tested commit, with one "
@@ -345,7 +347,7 @@ OUTPUTS: tuple[OutputSpec, ...] = (
 OUTPUTS_BY_NAME: dict[str, OutputSpec] = {spec.name: spec for spec in OUTPUTS}
 
 # Phases that may hold the TestOps token, and those that must not even see the variable.
-TOKEN_PHASES = frozenset({"bootstrap", "launch", "select", "upload", "verify", "reconcile"})
+TOKEN_PHASES = frozenset({"bootstrap", "launch", "select", "stream", "upload", "verify", "reconcile"})
 WORKER_PHASES = frozenset({"verify-selection", "collect-cells", "export", "cell"})
 TOKEN_VARIABLES = ("ALLURE_TOKEN", "TESTOPS_TOKEN")
 

@@ -108,6 +108,10 @@ class PublishOptions:
     title: str = "testops-evidence"
     env: Mapping[str, str] = field(default_factory=dict)
     logs: Path | None = None
+    # TestOps: the cases the stream job already sent into the launch (case key -> the result ids TestOps gave
+    # its results, trials first, in the receipt's order); upload sends them no second time.
+    streamed: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    streamed_form: str | None = None  # the form TestOps answered the stream's results in (api.result_ids)
 
 
 @dataclass(frozen=True)

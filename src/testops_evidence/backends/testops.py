@@ -85,12 +85,13 @@ class Backend:
 
     # --- publish --------------------------------------------------------------------------------------
     def publish(self, receipt: Receipt, results_dir: Path,
-                options: PublishOptions) -> Published:  # noqa: ARG002 - TestOps renders its own report
+                options: PublishOptions) -> Published:
         from testops_evidence.testops.publish import prepare, upload
 
         prepared = prepare(receipt, results_dir)
         with self.services.testops() as client:
-            record = upload(client, self.services.state, prepared, self.services.log)
+            record = upload(client, self.services.state, prepared, self.services.log, streamed=options.streamed,
+                            streamed_form=options.streamed_form)
         count, requests = record["uploaded-count"], record["requests"]
         ratio = requests / max(1, count)
         headline = (f"✅ Published {count} results to TestOps launch #{record['launch-id']} (job run "

@@ -85,12 +85,10 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       "Actions there is no run (export the cell-results directory instead)", field="GITHUB_ACTIONS",
                       expected="true", actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
     backend = ctx.backend()
-    if backend_class(backend).remote:
-        # This release streams into a publication on the runner; a backend whose evidence leaves the machine
-        # takes the campaign after the matrix.
-        raise Refusal("stream.unsupported", f"stream publishes to a publication on this runner; the {backend} "
-                      "backend takes the campaign after the matrix (`publish: batch`)", field="backend",
-                      expected="a backend that publishes on this runner (files)", actual=backend)
+    if backend_class(backend).remote and backend != "testops":
+        raise Refusal("stream.unsupported", f"stream publishes to the files backend or into a TestOps launch; the "
+                      f"{backend} backend takes the campaign after the matrix (`publish: batch`)", field="backend",
+                      expected="files or testops", actual=backend)
     live = ctx.readmit()
     path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     digest, _given = read_travelled(path, ctx.settings.string("selection-sha256"), in_actions=True)
@@ -100,6 +98,13 @@ def run(ctx: PhaseContext) -> PhaseResult:
     _supported(contract, cases)
     plan = plan_matrices(cases, contract.lanes, budget=contract.budget).jobs()
     stream = Stream(ctx, contract, selection, cases, plan, prefix, ctx.settings.path("stream-dir") or DEFAULT_DIR)
+    if backend == "testops":
+        if selection.testops is None or selection.document["context"].get("local"):
+            raise Refusal("selection.job_run_binding", "stream to TestOps needs a selection made by the testops "
+                          "backend in this run (it names the job run and launch the results go into)",
+                          field="testops", expected="the selection's TestOps binding", actual=selection.backend,
+                          hint="Select with the testops backend, or stream with `backend: files`.")
+        stream.sink = TestOpsSink(ctx, selection)
     token = github_run.require_token(ctx.github_token())
     policy = github_run.request_policy(ctx.env, ctx.sleep)
     attempt = live.run_attempt
@@ -144,7 +149,81 @@ def run(ctx: PhaseContext) -> PhaseResult:
             ctx.sleep(delay)
     stream.confirm_resumed(final=True)  # a case the old ledger lists whose workers never ended: not published before
     ledger_sha = stream.write_ledger(complete=stream.all_ended, polls=polls)
+    if stream.sink is not None:
+        stream.sink.close()
     return stream.result(ledger_sha, polls)
+
+
+class TestOpsSink:
+    """The stream's results sent into the selection's TestOps launch as they come: one session (once-marked
+    ``stream-start`` / ``stream-session``, opened at the first ready case), then each poll's ready cases in chunks
+    of up to ``CHUNK_SIZE`` results (one at a time where the server's answer holds the ids alone, as upload sends
+them), each chunk once-marked by the digest of its first case's key. The token is the
+    stream job's; workers never hold it."""
+
+    __test__ = False
+
+    def __init__(self, ctx: PhaseContext, selection: Selection) -> None:
+        from testops_evidence.testops.stages import Stages
+
+        pending = [stage for stage in ctx.state.pending_markers() if stage.startswith("stream-")]
+        if pending:
+            raise Refusal("upload.already_started", f"an earlier stream in this state directory did not finish "
+                          f"({len(pending)} uncertain stage(s): {', '.join(pending[:5])}); run reconcile",
+                          field="once-markers", expected="none pending", actual=pending[:20])
+        self.ctx, self.selection = ctx, selection
+        self.client = ctx.testops_client()
+        self.stages = Stages(ctx.state, self.client, gateway_uncertain=True)
+        self.session: Any = None
+        self.shape: str | None = None
+        self.requests = 0
+
+    def _open(self) -> Any:
+        from testops_evidence.testops.publish import Session, open_session
+
+        if self.session is None:
+            state = self.ctx.state
+            testops = self.selection.testops
+            assert testops is not None  # a TestOps selection names its job run and launch
+            if state.has("done-stream-session.json"):  # a re-run of the stream job continues its session
+                start, opened = state.read_receipt("done-stream-start.json"), state.read_receipt(
+                    "done-stream-session.json")
+                self.session = Session(testops["project-id"], start["job-run-id"], start["launch-id"],
+                                       opened["session-id"], str(testops["job-uid"]), str(testops["job-run-uid"]))
+            else:
+                document = self.selection.document
+                self.session = open_session(self.client, self.stages, testops, document["context"],
+                                            str(document["campaign"]), document["profile"], prefix="stream")
+        return self.session
+
+    def send(self, projected: Sequence[Projected]) -> list[dict[str, int]]:
+        """Each projected case's results, chunked; the result ids TestOps answered, per case."""
+        from testops_evidence.campaign.receipt import trial_rows
+        from testops_evidence.testops.bundle import result_dto
+        from testops_evidence.testops.publish import chunk_size, send_results
+
+        session = self._open()
+        items: list[tuple[int, Mapping[str, Any], dict[str, Any]]] = []
+        for index, one in enumerate(projected):
+            files = dict(one.files)
+            for row in (*trial_rows(one.row), one.row):
+                name = str(row["result-file"])
+                items.append((index, row, result_dto(parse_json_bytes(files[name], name, "stream.result"))))
+        ids: list[dict[str, int]] = [{} for _ in projected]
+        pending = items
+        while pending:
+            batch, pending = pending[:chunk_size(self.shape)], pending[chunk_size(self.shape):]
+            first = str(batch[0][1]["key"])
+            stage = f"stream-results-{sha256_bytes(first.encode())[:24]}-{len(batch)}"
+            mapped, self.shape = send_results(self.stages, session, stage, [(row, dto) for _i, row, dto in batch],
+                                              f"stream chunk of {first}", self.shape)
+            for index, row, _dto in batch:
+                ids[index][str(row["uuid"])] = mapped[str(row["uuid"])]
+        self.requests = self.client.request_count
+        return ids
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def _supported(contract: Contract, cases: Sequence[Case]) -> None:
@@ -178,6 +257,8 @@ class Stream:
         self.files: list[CellFile] = []
         self.results = directory / RESULTS_DIR
         self.published: dict[str, dict[str, Any]] = {}
+        self.sink: TestOpsSink | None = None
+        self.result_form: str | None = None  # the form TestOps answered an earlier run's results in
         self.unfinished: dict[str, str] = {}  # job -> why its cases were never published
         self.resumed: set[str] = set()  # cases an earlier run's ledger lists, not yet re-measured by this run
         self.binding = allure.Binding(
@@ -211,6 +292,8 @@ class Stream:
                               field=entry["key"], expected="each selected case at most once", actual=entry["key"])
             self.published[entry["key"]] = dict(entry)
         self.resumed = set(self.published)
+        form = document.get("testops-result-form") if isinstance(document, dict) else None
+        self.result_form = form if isinstance(form, str) else None
         self.ctx.runtime.log(f"stream: {len(self.published)} case(s) already published by an earlier run of this "
                              "job; they are checked against the workers' artifacts, not published again")
 
@@ -226,6 +309,9 @@ class Stream:
                            for job, why in sorted(self.unfinished.items())],
             "running": [{"job": job, "cases": list(self.case_plan[job])} for job in sorted(self.pending)],
         }
+        form = self.sink.shape if self.sink is not None and self.sink.shape is not None else self.result_form
+        if form is not None:
+            document["testops-result-form"] = form
         data = canonical_json(document)
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomic(self.directory / LEDGER_NAME, data)
@@ -300,10 +386,15 @@ class Stream:
         for case, one in zip(ready, projected, strict=True):
             if case.key in self.resumed:
                 self._confirm(case.key, published_entry(one.row, sorted(self.jobs_of[case.key]), {}))
-        self._write([one for _case, one in fresh])
-        for case, one in fresh:
-            self.published[case.key] = published_entry(one.row, sorted(self.jobs_of[case.key]),
-                                                       {name: sha256_bytes(data) for name, data in one.files})
+        new = [one for _case, one in fresh]
+        self._write(new)
+        sent = self.sink.send(new) if self.sink is not None else [None] * len(new)
+        for (case, one), ids in zip(fresh, sent, strict=True):
+            entry = published_entry(one.row, sorted(self.jobs_of[case.key]),
+                                    {name: sha256_bytes(data) for name, data in one.files})
+            if ids is not None:
+                entry["testops-result-ids"] = list(ids.values())  # in the order of the case's rows, trials first
+            self.published[case.key] = entry
 
     def _confirm(self, key: str, measured: Mapping[str, Any]) -> None:
         """A case an earlier run's ledger lists, re-measured now from the same bound artifacts: it must say what

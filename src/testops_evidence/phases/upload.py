@@ -80,6 +80,8 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       expected="none pending", actual=pending[:20])
     count = check_tree(results_dir, receipt, RESULTS_CODE, hash_files=False)
     options = _publish_options(ctx, receipt, live) if not backend_class(backend).remote else PublishOptions()
+    if backend == "testops" and ctx.settings.string("stream-sha256"):
+        options = _streamed(ctx, receipt)
     with ctx.runtime.group(f"upload: {len(receipt.results)} results ({count} files) to the {backend} backend"):
         published = ctx.open_backend().publish(receipt, results_dir, options)
     ctx.state.write_receipt(PUBLICATION, published.record)
@@ -90,6 +92,37 @@ def run(ctx: PhaseContext) -> PhaseResult:
                              f"{report.get('remedy')}", title="upload.report")
     return PhaseResult(headline=published.headline, outputs=_outputs(published.record),
                        summary=_publication_table(published.record, ctx.contract_row(ctx.contract())), brief=True)
+
+
+def _streamed(ctx: PhaseContext, receipt: Receipt) -> PublishOptions:
+    """What the stream job already sent into the launch: its ledger, bound by the stream job's ``stream-sha256``
+    output and held to the receipt as verify-stream holds it (``stream.mismatch``, ``stream.missing``, ...), with
+    the result ids TestOps answered for each streamed case."""
+    from testops_evidence.publication.stream import LEDGER_NAME, check_ledger, compare, left_to_export
+    from testops_evidence.safeio import parse_json_bytes, read_safe_path, sha256_bytes
+
+    ledger_path = (ctx.settings.path("stream-dir") or Path("testops-evidence-stream")) / LEDGER_NAME
+    data = read_safe_path(ledger_path, limit=64 * 1024 * 1024)
+    want = ctx.settings.string("stream-sha256")
+    if sha256_bytes(data) != want:
+        raise Refusal("stream.ledger", f"the stream ledger {ledger_path} does not hash to stream-sha256: it changed "
+                      "after the stream job wrote it", field="stream-sha256", expected=want, actual=sha256_bytes(data))
+    document = parse_json_bytes(data, str(ledger_path), "stream.ledger")
+    published = check_ledger(document, campaign=receipt.document["campaign"],
+                             selection_sha256=receipt.document["selection-sha256"])
+    compare(published, receipt.results, left_to_export(document))
+    streamed: dict[str, list[int]] = {}
+    for entry in published:
+        ids = entry.get("testops-result-ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                           for i in ids):
+            raise Refusal("stream.ledger", f"the stream ledger names no TestOps result ids for case {entry['key']!r}: "
+                          "it was not streamed to TestOps", field=str(entry["key"]), expected="testops-result-ids",
+                          actual=str(ids)[:100])
+        streamed[str(entry["key"])] = list(ids)
+    form = document.get("testops-result-form")
+    ctx.runtime.log(f"stream: {len(streamed)} case(s) were sent to TestOps by the stream job; they are not sent again")
+    return PublishOptions(streamed=streamed, streamed_form=form if isinstance(form, str) else None)
 
 
 # --- the files backend's report and its history -----------------------------------------------------------------

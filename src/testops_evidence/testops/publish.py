@@ -78,20 +78,28 @@ def _binding_uids(testops: dict[str, Any]) -> tuple[str, str]:
     return job_uid, run_uid
 
 
-def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None]) -> dict[str, Any]:
-    """Send the prepared export; the publication record (``upload.json``)."""
-    receipt = prepared.receipt
-    testops = receipt.testops
-    assert testops is not None  # bind_receipt refused a files-backend receipt
-    testops = dict(testops)
-    context = receipt.document["context"]
+@dataclass(frozen=True)
+class Session:
+    """An upload session open on the selection's job run and launch (the answer of steps 1 and 2)."""
+
+    project_id: int
+    job_run_id: int
+    launch_id: int
+    session_id: int
+    job_uid: str
+    run_uid: str
+
+
+def open_session(client: TestOpsClient, stages: Stages, testops: Mapping[str, Any], context: Mapping[str, Any],
+                 campaign: str, profile: Mapping[str, Any], *, prefix: str = "upload") -> Session:
+    """Steps 1 and 2: attach to the selection's job run and launch, bound to the uids ``select`` confirmed, and
+    open a session for the launch; once-marked as ``<prefix>-start`` and ``<prefix>-session``. The batch upload
+    and the stream (``phases/stream.py``) both open their session here."""
     job_run_id, launch_id, project_id = testops["job-run-id"], testops["launch-id"], testops["project-id"]
-    job_uid, run_uid = _binding_uids(testops)
-    rows = receipt.published_rows()
+    job_uid, run_uid = _binding_uids(dict(testops))
     if client.project_id != project_id:
         raise Refusal("upload.binding", "the TestOps project differs from the selection's", field="project-id",
                       expected=project_id, actual=client.project_id)
-    stages = Stages(marks, client, gateway_uncertain=True)
 
     # 1. start: attach to the selection's job run and launch. No job or job-run parameters: TestOps takes
     # job.parameters as a full replacement, so even [] would erase the job's own (its branch, say).
@@ -101,17 +109,17 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
         "ci": {"type": "github", "endpoint": context["server-url"]},
         "job": {"name": str(context["workflow-path"]), "uid": job_uid,
                 "url": f"{context['server-url']}/{context['repository']}/actions/workflows/{workflow_file}"},
-        "jobRun": {"id": job_run_id, "uid": run_uid, "name": f"{receipt.document['campaign']} #"
+        "jobRun": {"id": job_run_id, "uid": run_uid, "name": f"{campaign} #"
                    f"{context.get('run-number', context['run-id'])}", "url": context["run-url"]},
         "launch": {"id": launch_id},
     })
-    answer = expect_object(stages.send("upload-start", "upload-start", start,
+    answer = expect_object(stages.send(f"{prefix}-start", "upload-start", start,
                                        facts={"job-run-id": job_run_id, "launch-id": launch_id}),
                            "upload start", ("jobRunId", "launchId"))
     got_run, got_launch = expect_id(answer["jobRunId"], "jobRunId"), expect_id(answer["launchId"], "launchId")
     got_job = answer.get("jobId")
-    stages.done("upload-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch,
-                                 "job-id": got_job})
+    stages.done(f"{prefix}-start", {"outcome": "sent", "job-run-id": got_run, "launch-id": got_launch,
+                                    "job-id": got_job})
     for field, want, got in (("jobRunId", job_run_id, got_run), ("launchId", launch_id, got_launch),
                              *((("jobId", testops.get("job-id"), got_job),) if got_job is not None else ())):
         if want != got:
@@ -125,36 +133,85 @@ def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callabl
                       "upload names", field="jobRun.uid", expected=run_uid, actual=reported)
 
     # 2. session
-    environment = [{"key": f"profile.{k}", "value": v} for k, v in sorted(receipt.document["profile"].items())]
+    environment = [{"key": f"profile.{k}", "value": v} for k, v in sorted(profile.items())]
     environment.append({"key": "source.sha", "value": context["head-sha"]})
-    session = expect_object(stages.send("upload-session", "upload-session", api.upload_session(launch_id, environment),
+    session = expect_object(stages.send(f"{prefix}-session", "upload-session",
+                                        api.upload_session(launch_id, environment),
                                         facts={"job-run-id": job_run_id, "launch-id": launch_id}, replayable=False),
                             "upload session", ("id",))
     session_id = expect_id(session["id"], "session id")
-    stages.done("upload-session", {"outcome": "sent", "session-id": session_id})
+    stages.done(f"{prefix}-session", {"outcome": "sent", "session-id": session_id})
+    return Session(project_id, job_run_id, launch_id, session_id, job_uid, run_uid)
+
+
+def chunk_size(shape: str | None) -> int:
+    """How many results the next chunk holds: one while the server's answer form is unknown or holds the ids alone
+    (25.4: the i-th id is not bound to the i-th result, so a chunk of one is the only mapping the answer binds),
+    else ``CHUNK_SIZE``."""
+    return 1 if shape in (None, api.ONE_BY_ONE) else CHUNK_SIZE
+
+
+def send_results(stages: Stages, session: Session, stage: str, batch: Sequence[tuple[Mapping[str, Any],
+                                                                                       dict[str, Any]]],
+                 what: str, shape: str | None) -> tuple[dict[str, int], str]:
+    """One chunk of results (receipt rows with their upload DTOs) in one once-marked request: the result id
+    TestOps answered for each uuid, and the answer's form (which must be the form of the first chunk)."""
+    facts = {"launch-id": session.launch_id, "session-id": session.session_id,
+             "results": [{"uuid": row["uuid"], "full-name": row["full-name"],
+                          "test-case-id": row["testops-id"]} for row, _dto in batch]}
+    answer = stages.send(stage, "upload-chunk", api.upload_results(session.session_id, [dto for _row, dto in batch]),
+                         facts=facts)
+    mapped, answered = api.result_ids(answer, what, [row["uuid"] for row, _dto in batch])
+    if shape is not None and answered != shape:
+        raise Refusal("testops.response_invalid", f"{what} was answered in another form than the first",
+                      field=what, expected=shape, actual=answered)
+    stages.done(stage, {"outcome": "sent", "result-ids": mapped})
+    return mapped, answered
+
+
+def upload(client: TestOpsClient, marks: Marks, prepared: Prepared, log: Callable[[str], None], *,
+           streamed: Mapping[str, Sequence[int]] | None = None, streamed_form: str | None = None) -> dict[str, Any]:
+    """Send the prepared export; the publication record (``upload.json``).
+
+    ``streamed``: the cases the stream job already sent into this launch (case key -> the result ids TestOps
+    answered, one per published row of the case, in the receipt's order; the ledger was held to the receipt
+    before). Their results are not sent again: their ids stand in the record for verify, and only the evidence
+    and the stop cover them."""
+    receipt = prepared.receipt
+    testops = receipt.testops
+    assert testops is not None  # bind_receipt refused a files-backend receipt
+    context = receipt.document["context"]
+    rows = receipt.published_rows()
+    stages = Stages(marks, client, gateway_uncertain=True)
+    session = open_session(client, stages, testops, context, str(receipt.document["campaign"]),
+                           receipt.document["profile"])
+    job_run_id, launch_id, project_id = session.job_run_id, session.launch_id, session.project_id
+    job_uid, run_uid, session_id = session.job_uid, session.run_uid, session.session_id
 
     # 3. results, in chunks; the first (of one result) shows what the server supports, and so the size of
     # the rest: 100 where the answer maps uuids to ids, one where it holds the ids alone (25.4).
     result_ids: dict[str, int] = {}
     shape: str | None = None
-    pending = list(zip(rows, prepared.dtos, strict=True))
+    streamed = streamed or {}
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_case.setdefault(str(row["key"]), []).append(row)
+    for key, ids in streamed.items():
+        case_rows = by_case.get(key, [])
+        if len(ids) != len(case_rows):
+            raise Refusal("stream.mismatch", f"the stream sent {len(ids)} result(s) of case {key!r} to TestOps, the "
+                          f"export has {len(case_rows)}", field=key, expected=len(case_rows), actual=len(ids))
+        result_ids.update({str(row["uuid"]): int(i) for row, i in zip(case_rows, ids, strict=True)})
+    pending = [(row, dto) for row, dto in zip(rows, prepared.dtos, strict=True) if str(row["key"]) not in streamed]
+    if streamed:
+        log(f"{len(result_ids)} result(s) of {len(streamed)} case(s) were sent by the stream job; "
+            f"{len(pending)} remain")
+    shape = streamed_form  # the form the stream's answers came in, when it sent any: this server's
     number = 0
     while pending:
-        size = 1 if shape in (None, api.ONE_BY_ONE) else CHUNK_SIZE
-        batch, pending = pending[:size], pending[size:]
+        batch, pending = pending[:chunk_size(shape)], pending[chunk_size(shape):]
         number += 1
-        stage = f"upload-chunk-{number}"
-        facts = {"launch-id": launch_id, "session-id": session_id,
-                 "results": [{"uuid": row["uuid"], "full-name": row["full-name"],
-                              "test-case-id": row["testops-id"]} for row, _dto in batch]}
-        answer = stages.send(stage, "upload-chunk", api.upload_results(session_id, [dto for _row, dto in batch]),
-                             facts=facts)
-        mapped, answered = api.result_ids(answer, f"upload chunk {number}", [row["uuid"] for row, _dto in batch])
-        if shape is not None and answered != shape:
-            raise Refusal("testops.response_invalid", f"upload chunk {number} was answered in another form than "
-                          "the first", field=f"upload chunk {number}", expected=shape, actual=answered)
-        shape = answered
-        stages.done(stage, {"outcome": "sent", "result-ids": mapped})
+        mapped, shape = send_results(stages, session, f"upload-chunk-{number}", batch, f"upload chunk {number}", shape)
         result_ids.update(mapped)
         if number % 10 == 0 or not pending:
             log(f"uploaded {len(result_ids)} of {len(rows)} results ({number} chunks)")
