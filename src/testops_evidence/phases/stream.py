@@ -85,10 +85,6 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       "Actions there is no run (export the cell-results directory instead)", field="GITHUB_ACTIONS",
                       expected="true", actual=ctx.env.get("GITHUB_ACTIONS") or "(unset)")
     backend = ctx.backend()
-    if backend_class(backend).remote and backend != "testops":
-        raise Refusal("stream.unsupported", f"stream publishes to the files backend or into a TestOps launch; the "
-                      f"{backend} backend takes the campaign after the matrix (`publish: batch`)", field="backend",
-                      expected="files or testops", actual=backend)
     live = ctx.readmit()
     path = ctx.settings.path("selection-path") or Path("testops-evidence-selection.json")
     digest, _given = read_travelled(path, ctx.settings.string("selection-sha256"), in_actions=True)
@@ -98,7 +94,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
     _supported(contract, cases)
     plan = plan_matrices(cases, contract.lanes, budget=contract.budget).jobs()
     stream = Stream(ctx, contract, selection, cases, plan, prefix, ctx.settings.path("stream-dir") or DEFAULT_DIR)
-    if backend == "testops":
+    if backend_class(backend).remote:  # TestOps, the one remote backend: its launch takes each case as it comes
         if selection.testops is None or selection.document["context"].get("local"):
             raise Refusal("selection.job_run_binding", "stream to TestOps needs a selection made by the testops "
                           "backend in this run (it names the job run and launch the results go into)",

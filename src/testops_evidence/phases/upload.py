@@ -80,7 +80,7 @@ def run(ctx: PhaseContext) -> PhaseResult:
                       expected="none pending", actual=pending[:20])
     count = check_tree(results_dir, receipt, RESULTS_CODE, hash_files=False)
     options = _publish_options(ctx, receipt, live) if not backend_class(backend).remote else PublishOptions()
-    if backend == "testops" and ctx.settings.string("stream-sha256"):
+    if backend_class(backend).remote and ctx.settings.string("stream-sha256"):
         options = _streamed(ctx, receipt)
     with ctx.runtime.group(f"upload: {len(receipt.results)} results ({count} files) to the {backend} backend"):
         published = ctx.open_backend().publish(receipt, results_dir, options)
