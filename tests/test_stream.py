@@ -303,3 +303,15 @@ def test_stream_refuses_what_it_cannot_stream(tmp_path: Path, github: GitHubServ
     assert run.outputs["error-code"] == "selection.job_run_binding", run.summary  # a files selection
     run = run_mode("stream", tmp_path, campaign.options, {**campaign.env, "GITHUB_ACTIONS": "false"})
     assert run.outputs["error-code"] == "guard.outside_actions"
+
+
+def test_a_stream_dir_that_is_a_link_is_refused_not_followed(tmp_path: Path, github: GitHubServer) -> None:
+    campaign = Campaign(tmp_path, github)
+    for job in JOBS:
+        campaign.finish(job)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "stream").symlink_to(elsewhere)
+    run, _clock = campaign.stream([])
+    assert (run.exit_code, run.outputs.get("error-code")) == (3, "io.unsafe_path"), run.summary
+    assert list(elsewhere.iterdir()) == []

@@ -265,6 +265,11 @@ class Stream:
 
     # --- the ledger: each case once, across re-runs of the stream job ------------------------------------------
     def _resume(self) -> None:
+        for path in (self.directory, self.results):
+            if path.is_symlink() or (path.exists() and not path.is_dir()):
+                raise Refusal("io.unsafe_path", f"{path} is a link or not a directory: the stream writes only into "
+                              "a directory of its own; give stream-dir a fresh path", field="stream-dir",
+                              expected="a directory or nothing", actual=str(path))
         ledger = self.directory / LEDGER_NAME
         if not ledger.exists():
             if self.results.exists() and any(self.results.iterdir()):

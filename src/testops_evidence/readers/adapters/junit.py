@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from testops_evidence.campaign.cells import in_time_range
 from testops_evidence.errors import Refusal
 from testops_evidence.readers.adapters import ERROR, FAILED, PASSED, SKIPPED, Outcome
+from testops_evidence.readers.integers import ascii_int
 
 JUNIT_LIMIT = 32 * 1024 * 1024
 MAX_DEPTH = 32
@@ -217,6 +218,7 @@ def parse_junit(data: bytes, source: str = "report.xml") -> list[Outcome]:
     outcomes: list[Outcome] = []
 
     def walk(suite: ET.Element, start_ms: int | None) -> None:
+        first = len(outcomes)
         own = _suite_start_ms(suite)
         start = own if own is not None else start_ms
         span = _seconds_ms(suite.get("time")) if suite.get("time") is not None else None
@@ -240,6 +242,24 @@ def parse_junit(data: bytes, source: str = "report.xml") -> list[Outcome]:
                                       outcome.start_ms, max(outcome.start_ms, start + span))
                 outcomes.append(outcome)
                 offset += duration
+        if _local(suite.tag) == "testsuite":  # a <testsuites> root's totals are often a converter's own sum
+            _check_declared(suite, outcomes[first:], source)
 
     walk(root, None)
     return outcomes
+
+
+# What a suite declares did not pass: a report whose suite declares more such tests than it holds has lost one,
+# and a lost failing test could turn its check into a pass (two runs of a test, the failing one deleted).
+_NOT_PASSED = ("failures", "errors", "skipped", "disabled")
+
+
+def _check_declared(suite: ET.Element, found: list[Outcome], source: str) -> None:
+    declared = [ascii_int(suite.get(name) or "", maximum=MAX_ELEMENTS) for name in _NOT_PASSED]
+    promised = sum(count for count in declared if count is not None)
+    held = sum(1 for outcome in found if outcome.status != PASSED)
+    if promised > held:
+        name = suite.get("name") or "(unnamed)"
+        raise _refuse(source, f"the testsuite {name[:200]!r} declares {promised} test(s) that failed, errored or "
+                      f"were skipped, and holds {held}: a test case is missing from the report, so none of its "
+                      "results can be trusted", {"declared": promised, "held": held})
